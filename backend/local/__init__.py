@@ -1,0 +1,1 @@
+"""Private implementation of the embedded local backend; import from :mod:`backend` instead."""

@@ -1,0 +1,262 @@
+"""The token-in/token-out chat environment every TurnGym env is built on.
+
+Abstractions:
+
+- :class:`ChatEnv`: a ``tinker_cookbook.rl.types.Env`` for multi-turn chat. A subclass writes
+  only the game: :meth:`ChatEnv.initial_messages` and :meth:`ChatEnv.on_message` (given the
+  parsed assistant message, return a :class:`Reply`). The base keeps the token history.
+- :class:`Reply`: what the game answers to one assistant message (new messages, reward, done).
+- :class:`Fault`: a defect of a sampled action the base handles before the game sees it
+  (truncated, unparseable, invalid UTF-8, empty); :class:`FaultPolicy` says what each costs.
+- :class:`EnvLimits`: turn and token budgets.
+
+Token-in/token-out: the next observation is the previous observation + the exact sampled action
+tokens + the rendering of the new messages only, so nothing the model saw or produced is ever
+re-tokenised. When the renderer lacks the extension property (or a compaction is due, see
+``renderers_ext.CompactingRenderer``) the base re-renders the whole conversation instead and
+records it in the step's metrics (``turngym/rerender``). Single-turn problems are the degenerate
+case: :meth:`ChatEnv.on_message` returns ``Reply(done=True, reward=...)``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import tinker
+from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.renderers import Message, Renderer
+from tinker_cookbook.rl.types import (
+    STOP_METRIC_PREFIX,
+    Action,
+    ActionExtra,
+    Env,
+    InitialObservationOverflow,
+    Metrics,
+    Observation,
+    StepResult,
+    StopReason,
+)
+
+from renderers_ext import extension_expected, prompt_tokens, render_continuation, stop_overlap
+
+METRIC_RERENDER = "turngym/rerender"
+"""1.0 on a step whose next observation was re-rendered in full (no extension)."""
+METRIC_FAULT_PREFIX = "turngym/fault/"
+"""Prefix of one-hot metrics naming the :class:`Fault` of a step."""
+
+
+class Fault(StrEnum):
+    """A defect of a sampled action, handled by the base before the game sees the message."""
+
+    TRUNCATED = "truncated"
+    """The sampler hit ``max_tokens`` (``extra["stop_reason"] == "length"``)."""
+    EMPTY = "empty"
+    """No tokens were sampled."""
+    INVALID_UTF8 = "invalid_utf8"
+    """The tokens do not decode to valid UTF-8."""
+    MALFORMED = "malformed"
+    """The renderer could not parse the tokens into a clean message."""
+
+
+_FAULT_STOP_REASON: dict[Fault, StopReason] = {
+    Fault.TRUNCATED: StopReason.MAX_TOKENS,
+    Fault.EMPTY: StopReason.PARSE_ERROR,
+    Fault.INVALID_UTF8: StopReason.PARSE_ERROR,
+    Fault.MALFORMED: StopReason.PARSE_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class FaultPolicy:
+    """Reward of a faulty action, and whether it ends the episode (default: it does).
+
+    When ``end_episode`` is False the game's :meth:`ChatEnv.on_fault` decides what comes next
+    (the default passes the parsed message on to :meth:`ChatEnv.on_message`).
+    """
+
+    reward: float = 0.0
+    """Reward added on a faulty step."""
+    end_episode: bool = True
+    """End the episode on a fault, with the fault's stop reason."""
+
+
+@dataclass(frozen=True)
+class EnvLimits:
+    """Budgets of one episode; each ends it with the matching ``StopReason``."""
+
+    max_turns: int = 10
+    """Assistant turns before ``StopReason.MAX_TURNS``."""
+    max_trajectory_tokens: int | None = None
+    """Observation length cap: an initial prompt over it overflows (``MAX_TOKENS``), a later
+    observation over it ends the episode with ``CONTEXT_OVERFLOW``."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The game's answer to one assistant message."""
+
+    messages: Sequence[Message] = ()
+    """New messages to append (user, tool, system...). Rendered after the sampled tokens."""
+    reward: float = 0.0
+    """Reward of this step."""
+    done: bool = False
+    """Whether the episode ends here."""
+    metrics: Metrics = field(default_factory=dict)
+    """Numeric per-step metrics (aggregated by the trainer)."""
+    logs: dict[str, str | int | float] = field(default_factory=dict)
+    """Diagnostics for transcripts (not aggregated)."""
+    stop_reason: StopReason = StopReason.COMPLETED
+    """Why the episode ends, when ``done``."""
+
+
+def decode_action(renderer: Renderer, action: Action) -> tuple[Message | None, Fault | None]:
+    """Parse sampled tokens into a message, or say which :class:`Fault` prevents it."""
+    if not action:
+        return None, Fault.EMPTY
+    if "\ufffd" in renderer.tokenizer.decode(action):
+        return None, Fault.INVALID_UTF8
+    try:
+        message, termination = renderer.parse_response(list(action))
+    except Exception:  # a renderer that raises on garbage is one more malformed parse
+        return None, Fault.MALFORMED
+    if not termination.is_clean:
+        return message, Fault.MALFORMED
+    return message, None
+
+
+class ChatEnv(Env):
+    """A multi-turn chat env with token-in/token-out history. Subclass and write the game.
+
+    Args:
+        renderer: a tinker-cookbook renderer (possibly a ``CompactingRenderer``).
+        limits: turn and token budgets.
+        faults: what a faulty action costs, per :class:`Fault` (missing kinds use the default).
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        *,
+        limits: EnvLimits | None = None,
+        faults: dict[Fault, FaultPolicy] | None = None,
+    ):
+        self.renderer = renderer
+        self.limits = limits or EnvLimits()
+        self.faults = faults or {}
+        self.messages: list[Message] = []
+        """The conversation as messages (assistant turns as parsed)."""
+        self.turn = 0
+        """Number of assistant turns taken so far."""
+        self.rerenders = 0
+        """How many observations were re-rendered in full instead of extended."""
+        self._tokens: list[int] = []
+
+    # --- the game ------------------------------------------------------------------------
+    @abstractmethod
+    def initial_messages(self) -> list[Message]:
+        """The conversation before the first assistant turn."""
+
+    @abstractmethod
+    async def on_message(self, message: Message) -> Reply:
+        """React to one parsed assistant message."""
+
+    async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
+        """Called for a fault whose policy does not end the episode. Default: game as usual
+        when a message could be parsed, else end the episode."""
+        if message is not None:
+            return await self.on_message(message)
+        return Reply(done=True, stop_reason=_FAULT_STOP_REASON[fault])
+
+    # --- Env -----------------------------------------------------------------------------
+    @property
+    def stop_condition(self) -> StopCondition:
+        """Stop sequences for sampling (the renderer's)."""
+        return self.renderer.get_stop_sequences()
+
+    @property
+    def observation_tokens(self) -> list[int]:
+        """The current observation as tokens (a copy)."""
+        return list(self._tokens)
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition] | InitialObservationOverflow:
+        self.messages = list(self.initial_messages())
+        self._tokens = prompt_tokens(self.renderer, self.messages)
+        cap = self.limits.max_trajectory_tokens
+        if cap is not None and len(self._tokens) > cap:
+            return InitialObservationOverflow(
+                reward=0.0,
+                metrics={f"{STOP_METRIC_PREFIX}{StopReason.MAX_TOKENS}": 1.0},
+                logs={"overflow": f"initial prompt has {len(self._tokens)} tokens > {cap}"},
+            )
+        return tinker.ModelInput.from_ints(self._tokens), self.stop_condition
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        action = list(action)
+        prev_len = len(self._tokens)
+        self.turn += 1
+        message, fault = decode_action(self.renderer, action)
+        if fault is None and extra is not None and extra.get("stop_reason") == "length":
+            fault = Fault.TRUNCATED
+        metrics: Metrics = {}
+        fault_reward = 0.0
+        if fault is not None:
+            policy = self.faults.get(fault, FaultPolicy())
+            metrics[f"{METRIC_FAULT_PREFIX}{fault}"] = 1.0
+            fault_reward = policy.reward
+            if policy.end_episode:
+                return self._finish(action, fault_reward, _FAULT_STOP_REASON[fault], metrics)
+            reply = await self.on_fault(fault, message)
+        else:
+            assert message is not None
+            reply = await self.on_message(message)
+        metrics.update(reply.metrics)
+        reward = reply.reward + fault_reward
+        start = len(self.messages)
+        self.messages.append(message if message is not None else {"role": "assistant", "content": ""})
+        if reply.done:
+            return self._finish(action, reward, reply.stop_reason, metrics, reply)
+        if self.turn >= self.limits.max_turns:
+            return self._finish(action, reward, StopReason.MAX_TURNS, metrics, reply)
+
+        self.messages.extend(reply.messages)
+        if fault is None and extension_expected(self.renderer, self.turn):
+            new = render_continuation(self.renderer, self.messages, start + 1)
+            self._tokens = self._tokens + action + new[stop_overlap(action, new) :]
+        else:
+            self._tokens = prompt_tokens(self.renderer, self.messages)
+            self.rerenders += 1
+            metrics[METRIC_RERENDER] = 1.0
+        cap = self.limits.max_trajectory_tokens
+        if cap is not None and len(self._tokens) > cap:
+            return self._finish(action, reward, StopReason.CONTEXT_OVERFLOW, metrics, reply)
+        metrics["turngym/ob_tokens_added"] = float(len(self._tokens) - prev_len - len(action))
+        return StepResult(
+            reward=reward,
+            episode_done=False,
+            next_observation=tinker.ModelInput.from_ints(self._tokens),
+            next_stop_condition=self.stop_condition,
+            metrics=metrics,
+            logs=dict(reply.logs),
+        )
+
+    def _finish(
+        self,
+        action: Action,
+        reward: float,
+        reason: StopReason,
+        metrics: Metrics,
+        reply: Reply | None = None,
+    ) -> StepResult:
+        metrics = {**metrics, f"{STOP_METRIC_PREFIX}{reason}": 1.0}
+        self._tokens = self._tokens + action
+        return StepResult(
+            reward=reward,
+            episode_done=True,
+            next_observation=tinker.ModelInput.empty(),
+            next_stop_condition=self.stop_condition,
+            metrics=metrics,
+            logs=dict(reply.logs) if reply else {},
+        )

@@ -1,0 +1,31 @@
+"""Renderer extensions: the extension property checked on tokens, periodic compaction, offline registration.
+
+- :func:`check_extension` / :class:`ExtensionReport`: does an observation extend the previous
+  observation + action, and if not, where and how (decoded side by side).
+- :class:`CompactingRenderer`: thinking kept for ``period`` turns, then stripped from history once.
+- :func:`render_continuation`: render only the messages a turn adds (token-in/token-out).
+- :func:`register_offline` / :func:`get_renderer`: cookbook renderers on the embedded tokenizer,
+  picklable and usable with no network.
+"""
+
+from renderers_ext._compaction import CompactingRenderer, extension_expected, strip_thinking
+from renderers_ext._extension import ExtensionReport, check_extension, first_divergence
+from renderers_ext._register import QWEN3_PRESERVE_THINKING, get_renderer, register_offline
+from renderers_ext._render import prompt_tokens, render_continuation, stop_overlap
+
+register_offline()
+
+__all__ = [
+    "QWEN3_PRESERVE_THINKING",
+    "CompactingRenderer",
+    "ExtensionReport",
+    "check_extension",
+    "extension_expected",
+    "first_divergence",
+    "get_renderer",
+    "prompt_tokens",
+    "register_offline",
+    "render_continuation",
+    "stop_overlap",
+    "strip_thinking",
+]

@@ -1,0 +1,121 @@
+"""Periodic compaction: keep thinking in history for N turns, then strip it from all earlier turns.
+
+Keeping every thinking block makes the prompt grow fast; stripping it every turn (what Qwen3's
+template does) breaks the extension property at every turn, so each turn becomes its own datum.
+:class:`CompactingRenderer` takes the middle road: inside a window of ``period`` assistant turns
+the history is kept verbatim (the extension property holds), and at the start of each new window
+the thinking of every earlier turn is stripped once (one break per window). An episode of T turns
+then trains as ceil(T / period) sequences.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import tinker
+from tinker_cookbook.renderers import Message, RenderContext, Renderer
+from tinker_cookbook.renderers.base import RenderedMessage, remove_thinking
+
+_THINK_RE = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+
+
+def strip_thinking(message: Message) -> Message:
+    """A copy of ``message`` without thinking (ThinkingPart items or inline ``<think>`` blocks)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": remove_thinking(content)}
+    if isinstance(content, str) and "<think>" in content:
+        return {**message, "content": _THINK_RE.sub("", content)}
+    return message
+
+
+def _preserving(base: Renderer) -> Renderer:
+    """A shallow twin of ``base`` that never strips thinking from history on its own."""
+    if not getattr(base, "strip_thinking_from_history", False):
+        return base
+    twin = object.__new__(type(base))
+    twin.__dict__.update(base.__dict__)
+    twin.strip_thinking_from_history = False  # type: ignore[attr-defined]
+    return twin
+
+
+class CompactingRenderer(Renderer):
+    """Wraps a renderer so that thinking is stripped from history once every ``period`` turns.
+
+    A prompt that follows ``k`` assistant turns keeps the thinking of turns
+    ``[period * (k // period), k)`` and strips it from all earlier ones. Renderers without
+    thinking are unchanged (stripping finds nothing). Picklable when ``base`` is.
+    """
+
+    def __init__(self, base: Renderer, period: int):
+        if period < 1:
+            raise ValueError(f"compaction period must be >= 1, got {period}")
+        super().__init__(base.tokenizer)
+        self.base = base
+        self.period = period
+        self._inner = _preserving(base)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CompactingRenderer, (self.base, self.period))
+
+    def __repr__(self) -> str:
+        return f"CompactingRenderer({type(self.base).__name__}, period={self.period})"
+
+    @property
+    def has_extension_property(self) -> bool:
+        """False: the extension property holds only inside a window (see :meth:`extends_at`)."""
+        return False
+
+    def extends_at(self, turn: int) -> bool:
+        """Whether the prompt after ``turn`` completed assistant turns extends the previous one."""
+        return self._inner.has_extension_property and (turn == 0 or turn % self.period != 0)
+
+    def compact(self, messages: list[Message]) -> list[Message]:
+        """The history as this renderer shows it: thinking stripped before the current window."""
+        n_assistant = sum(1 for m in messages if m["role"] == "assistant")
+        cutoff = (n_assistant // self.period) * self.period
+        out: list[Message] = []
+        seen = 0
+        for m in messages:
+            if m["role"] == "assistant":
+                out.append(strip_thinking(m) if seen < cutoff else m)
+                seen += 1
+            else:
+                out.append(m)
+        return out
+
+    # --- Renderer interface, delegated to the thinking-preserving base -------------------
+    @property
+    def _bos_tokens(self) -> list[int]:
+        return self._inner._bos_tokens
+
+    def get_stop_sequences(self) -> list[str] | list[int]:
+        return self._inner.get_stop_sequences()
+
+    def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
+        return self._inner.render_message(message, ctx)
+
+    def parse_response(self, response: list[int]) -> Any:
+        return self._inner.parse_response(response)
+
+    def _get_generation_suffix(self, role: Any, ctx: RenderContext) -> list[int]:
+        return self._inner._get_generation_suffix(role, ctx)
+
+    def _last_assistant_turn_start_index(self, messages: list[Message]) -> int:
+        return self._inner._last_assistant_turn_start_index(messages)
+
+    def build_generation_prompt(
+        self, messages: list[Message], role: Any = "assistant", prefill: str | None = None
+    ) -> tinker.ModelInput:
+        return self._inner.build_generation_prompt(self.compact(messages), role, prefill)
+
+    def build_supervised_example(self, messages: list[Message], *args: Any, **kwargs: Any) -> Any:
+        return self._inner.build_supervised_example(self.compact(messages), *args, **kwargs)
+
+
+def extension_expected(renderer: Renderer, turn: int) -> bool:
+    """Whether the observation after ``turn`` completed turns should extend the previous one."""
+    if isinstance(renderer, CompactingRenderer):
+        return renderer.extends_at(turn)
+    return renderer.has_extension_property
