@@ -173,7 +173,7 @@ def tiny_config() -> Any:
     """Config of the tiny random Llama: SmolLM2's vocabulary, 2 layers of width 64."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
+    config: dict[str, Any] = dict(
         vocab_size=49152,
         hidden_size=64,
         intermediate_size=128,
@@ -186,6 +186,7 @@ def tiny_config() -> Any:
         eos_token_id=2,
         pad_token_id=2,
     )
+    return LlamaConfig(**config)
 
 
 def load_model(name: str = SMOLLM2, *, seed: int = 0, dtype: Any = None) -> PreTrainedModel:
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m backend.model convert|path``: convert the embedded model once / print its folder."""
     parser = argparse.ArgumentParser(prog="python -m backend.model")
     parser.add_argument("command", choices=["convert", "path"])
-    args = parser.parse_args(argv)
+    parser.parse_args(argv)
     try:
         folder = ensure_converted(verbose=True)
     except ModelNotAvailableError as e:

@@ -10,6 +10,7 @@ from envs.core import (
     Reply,
     decode_action,
 )
+from envs.datasets import SeededDataset
 
 __all__ = [
     "METRIC_FAULT_PREFIX",
@@ -19,5 +20,6 @@ __all__ = [
     "Fault",
     "FaultPolicy",
     "Reply",
+    "SeededDataset",
     "decode_action",
 ]

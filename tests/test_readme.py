@@ -1,0 +1,52 @@
+"""The README's env example runs verbatim: it is extracted from README.md, not copied here."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import sys
+import types
+from pathlib import Path
+
+import anyio
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _block(marker: str) -> str:
+    text = README.read_text()
+    match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.DOTALL)
+    assert match, f"README.md has no python block after <!-- {marker} -->"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def example() -> types.ModuleType:
+    module = types.ModuleType("readme_example")
+    sys.modules[module.__name__] = module  # so its classes pickle like any user module
+    exec(compile(_block("example:env"), str(README), "exec"), module.__dict__)
+    yield module
+    del sys.modules[module.__name__]
+
+
+def test_example_is_under_50_lines() -> None:
+    assert len(_block("example:env").strip().splitlines()) < 50
+
+
+def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:
+    async def play() -> list[tuple[float, bool]]:
+        train, test = await example.GuessNumberDatasetBuilder()()
+        assert len(train) == 50 and len(test) == 1
+        assert [g.secret for g in train.get_batch(3)] == [g.secret for g in train.get_batch(3)]
+        group = pickle.loads(pickle.dumps(train.get_batch(0)[0]))
+        env = (await group.make_envs())[0]
+        await env.initial_observation()
+        tok = env.renderer.tokenizer
+        out = []
+        for text in ["hmm", "0", str(group.secret)]:
+            result = await env.step(tok.encode(text + "<|im_end|>"), extra={"stop_reason": "stop"})
+            out.append((result.reward, result.episode_done))
+        return out
+
+    assert anyio.run(play) == [(-0.1, False), (0.0, False), (1.0, True)]
