@@ -12,6 +12,7 @@ Cancelling the awaiting task cancels the underlying :class:`concurrent.futures.F
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
@@ -97,18 +98,14 @@ def resolve(future: Future[T], fn: Callable[[], T]) -> None:
 
 def safe_set_result(future: Future[T], value: T) -> None:
     """``future.set_result`` that ignores futures cancelled meanwhile."""
-    try:
+    with contextlib.suppress(InvalidStateError):
         future.set_result(value)
-    except InvalidStateError:
-        pass
 
 
 def safe_set_exception(future: Future[Any], exc: BaseException) -> None:
     """``future.set_exception`` that ignores futures cancelled meanwhile."""
-    try:
+    with contextlib.suppress(InvalidStateError):
         future.set_exception(exc)
-    except InvalidStateError:
-        pass
 
 
 def submit(executor: ThreadPoolExecutor, fn: Callable[[], T]) -> LocalFuture[T]:

@@ -1,0 +1,287 @@
+"""LoRA training state: peft model, padded forward/backward passes, AdamW, checkpoints.
+
+Everything here runs on the training client's single worker thread, so calls are processed in
+submission order, like Tinker's sequenced requests. Gradients accumulate across
+``forward_backward`` calls until ``optim_step`` applies and clears them.
+
+LoRA: rank ``rank``, ``lora_alpha = 2 * rank`` unless given (scale 2), no dropout, on every linear
+layer of the transformer blocks (attention q/k/v/o when ``train_attn``, MLP gate/up/down when
+``train_mlp``); the base weights, embeddings and the (tied) unembedding stay frozen. ``B`` starts
+at zero, so a fresh adapter reproduces the base model exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tinker import types
+
+from . import _checkpoint as ckpt
+from ._errors import InvalidDatumError, LocalBackendError
+from ._losses import get_loss
+from ._weights import fresh_base
+
+ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class _Prepared:
+    index: int
+    tokens: list[int]
+    inputs: dict[str, torch.Tensor]
+
+
+class TrainerCore:
+    """The trainable LoRA model behind a local training client.
+
+    Args:
+        base_model: name understood by :func:`backend.model.load_model`.
+        rank: LoRA rank.
+        seed: seed of the LoRA initialisation (random when None).
+        train_mlp / train_attn: which linear layers get adapters.
+        lora_alpha: LoRA alpha (default ``2 * rank``).
+        max_tokens_per_pass: padded-token budget of one forward/backward pass; a batch is sorted
+            by length and cut into as few passes as fit this budget.
+    """
+
+    def __init__(
+        self,
+        base_model: str,
+        rank: int = 32,
+        seed: int | None = None,
+        *,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        lora_alpha: int | None = None,
+        max_tokens_per_pass: int = 4096,
+    ) -> None:
+        from peft import LoraConfig, get_peft_model
+
+        if rank < 1:
+            raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+        targets = [*(ATTN_MODULES if train_attn else ()), *(MLP_MODULES if train_mlp else ())]
+        if not targets:
+            raise ValueError("at least one of train_mlp or train_attn must be True")
+        self.base_model = base_model
+        self.rank = rank
+        self.lora_alpha = int(lora_alpha if lora_alpha is not None else 2 * rank)
+        self.target_modules = targets
+        self.max_tokens_per_pass = max_tokens_per_pass
+        model = fresh_base(base_model)
+        config = LoraConfig(
+            r=rank, lora_alpha=self.lora_alpha, target_modules=targets, lora_dropout=0.0, bias="none"
+        )
+        with torch.random.fork_rng():
+            torch.manual_seed(seed if seed is not None else random.getrandbits(62))
+            self.model = get_peft_model(model, config)
+        self.model.train()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer: torch.optim.AdamW | None = None
+        self.step = 0
+        self.vocab_size = int(self.model.config.vocab_size)
+        self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.pad_id = int(getattr(self.model.config, "pad_token_id", None) or 0)
+
+    # ----------------------------------------------------------------- data
+    def prepare(self, data: Sequence[types.Datum], loss_fn: str) -> list[_Prepared]:
+        """Validate ``data`` for ``loss_fn`` and convert the inputs to tensors."""
+        _, required, optional = get_loss(loss_fn)
+        if len(data) == 0:
+            raise InvalidDatumError("forward_backward got an empty list of data")
+        out = []
+        for i, datum in enumerate(data):
+            tokens = datum.model_input.to_ints()
+            n = len(tokens)
+            if n == 0:
+                raise InvalidDatumError(f"datum {i} has an empty model_input")
+            if n > self.context_length:
+                raise InvalidDatumError(
+                    f"datum {i} has {n} tokens, more than the context window ({self.context_length})"
+                )
+            missing = [k for k in required if k not in datum.loss_fn_inputs]
+            if missing:
+                raise InvalidDatumError(f"datum {i}: loss {loss_fn!r} needs loss_fn_inputs {missing}")
+            inputs: dict[str, torch.Tensor] = {}
+            for key, td in datum.loss_fn_inputs.items():
+                if key not in required and key not in optional:
+                    continue
+                tensor = td.to_torch().reshape(-1)
+                if tensor.numel() != n:
+                    raise InvalidDatumError(
+                        f"datum {i}: loss_fn_inputs[{key!r}] has {tensor.numel()} entries but "
+                        f"model_input has {n} tokens"
+                    )
+                inputs[key] = tensor.long() if key == "target_tokens" else tensor.float()
+            targets = inputs["target_tokens"]
+            if int(targets.min()) < 0 or int(targets.max()) >= self.vocab_size:
+                raise InvalidDatumError(
+                    f"datum {i}: target_tokens outside the vocabulary (size {self.vocab_size})"
+                )
+            if min(tokens) < 0 or max(tokens) >= self.vocab_size:
+                raise InvalidDatumError(f"datum {i}: model_input has ids outside the vocabulary")
+            out.append(_Prepared(i, tokens, inputs))
+        return out
+
+    def _passes(self, items: list[_Prepared]) -> list[list[_Prepared]]:
+        items = sorted(items, key=lambda p: len(p.tokens), reverse=True)
+        passes: list[list[_Prepared]] = []
+        for item in items:
+            # Sorted longest first: the first item of a pass sets its padded length.
+            if passes and len(passes[-1][0].tokens) * (len(passes[-1]) + 1) <= self.max_tokens_per_pass:
+                passes[-1].append(item)
+            else:
+                passes.append([item])
+        return passes
+
+    def target_logprobs(self, chunk: list[_Prepared]) -> torch.Tensor:
+        """Logprobs ``[B, T]`` of each datum's target tokens (right-padded, padding = 0)."""
+        length = len(chunk[0].tokens)
+        ids = torch.full((len(chunk), length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), length), dtype=torch.long)
+        targets = torch.zeros((len(chunk), length), dtype=torch.long)
+        for row, item in enumerate(chunk):
+            n = len(item.tokens)
+            ids[row, :n] = torch.tensor(item.tokens)
+            mask[row, :n] = 1
+            targets[row, :n] = item.inputs["target_tokens"]
+        logits = self.model(input_ids=ids, attention_mask=mask).logits
+        lp = -torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+        ).reshape(len(chunk), length)
+        return lp * mask
+
+    # ----------------------------------------------------------------- passes
+    def forward_backward(
+        self,
+        data: Sequence[types.Datum],
+        loss_fn: str,
+        loss_fn_config: Mapping[str, float | str] | None,
+        *,
+        backward: bool,
+    ) -> types.ForwardBackwardOutput:
+        """Run ``loss_fn`` over ``data``; with ``backward`` accumulate its gradient."""
+        fn, _, _ = get_loss(loss_fn)
+        config = dict(loss_fn_config or {})
+        items = self.prepare(data, loss_fn)
+        outputs: list[dict[str, types.TensorData] | None] = [None] * len(items)
+        total = 0.0
+        self.model.train(backward)
+        for chunk in self._passes(items):
+            with torch.set_grad_enabled(backward):
+                lp = self.target_logprobs(chunk)
+                losses = []
+                for row, item in enumerate(chunk):
+                    n = len(item.tokens)
+                    per_token = fn(lp[row, :n], item.inputs, config)
+                    if "mask" in item.inputs:
+                        per_token = per_token * item.inputs["mask"]
+                    losses.append(per_token)
+                    outputs[item.index] = {
+                        "logprobs": types.TensorData.from_torch(lp[row, :n].detach().float().clone()),
+                        "elementwise_loss": types.TensorData.from_torch(per_token.detach().float().clone()),
+                    }
+                chunk_loss = torch.stack([x.sum() for x in losses]).sum()
+                if backward:
+                    chunk_loss.backward()
+            total += float(chunk_loss.detach())
+        return types.ForwardBackwardOutput(
+            loss_fn_output_type="TorchLossReturn",
+            loss_fn_outputs=[o for o in outputs if o is not None],
+            metrics={"loss:sum": total},
+        )
+
+    def optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
+        """AdamW step with ``params`` (lr, betas, eps, weight decay, grad-norm clipping), then zero grads."""
+        if not isinstance(params, types.AdamParams):
+            raise LocalBackendError(
+                f"the local backend supports AdamParams only, got {type(params).__name__}"
+            )
+        opt = self._ensure_optimizer(params)
+        for group in opt.param_groups:
+            group["lr"] = params.learning_rate
+            group["betas"] = (params.beta1, params.beta2)
+            group["eps"] = params.eps
+            group["weight_decay"] = params.weight_decay
+        max_norm = params.grad_clip_norm if params.grad_clip_norm > 0 else float("inf")
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return types.OptimStepResponse(
+            metrics={
+                "optim/grad_norm": norm,
+                "optim/lr": params.learning_rate,
+                "optim/step": float(self.step),
+            }
+        )
+
+    def _ensure_optimizer(self, params: types.AdamParams | None = None) -> torch.optim.AdamW:
+        if self.optimizer is None:
+            p = params or types.AdamParams()
+            self.optimizer = torch.optim.AdamW(
+                self.params,
+                lr=p.learning_rate,
+                betas=(p.beta1, p.beta2),
+                eps=p.eps,
+                weight_decay=p.weight_decay,
+            )
+        return self.optimizer
+
+    # ----------------------------------------------------------------- weights
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        """A detached copy of the LoRA weights (peft state-dict names)."""
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+
+    def meta(
+        self, kind: str, run_id: str, name: str, user_metadata: dict[str, str] | None
+    ) -> ckpt.CheckpointMeta:
+        """Metadata describing the current adapter."""
+        return ckpt.CheckpointMeta(
+            base_model=self.base_model,
+            rank=self.rank,
+            lora_alpha=self.lora_alpha,
+            target_modules=list(self.target_modules),
+            kind=kind,
+            step=self.step,
+            run_id=run_id,
+            name=name,
+            user_metadata=dict(user_metadata or {}),
+        )
+
+    def save(self, folder: Path, meta: ckpt.CheckpointMeta, *, with_optimizer: bool, overwrite: bool) -> None:
+        """Write the adapter (and optimizer state) to ``folder``."""
+        opt_state = self.optimizer.state_dict() if (with_optimizer and self.optimizer is not None) else None
+        ckpt.save(folder, meta, self.adapter_state(), opt_state, overwrite)
+
+    def load(self, folder: Path, *, with_optimizer: bool) -> ckpt.CheckpointMeta:
+        """Load the adapter (and, if asked, the optimizer state) saved in ``folder``."""
+        from peft import set_peft_model_state_dict
+
+        meta = ckpt.load_meta(folder)
+        if meta.base_model != self.base_model:
+            raise LocalBackendError(
+                f"checkpoint is for {meta.base_model!r}, this client trains {self.base_model!r}"
+            )
+        if meta.rank != self.rank or sorted(meta.target_modules) != sorted(self.target_modules):
+            raise LocalBackendError(
+                f"checkpoint LoRA (rank {meta.rank}, {meta.target_modules}) does not match this client "
+                f"(rank {self.rank}, {self.target_modules})"
+            )
+        result = set_peft_model_state_dict(self.model, ckpt.load_adapter(folder))
+        unexpected = getattr(result, "unexpected_keys", None)
+        if unexpected:
+            raise LocalBackendError(f"checkpoint has unexpected adapter keys, e.g. {unexpected[0]!r}")
+        self.step = meta.step
+        self.optimizer = None
+        if with_optimizer:
+            state = ckpt.load_optimizer(folder)
+            if state is not None:
+                self._ensure_optimizer().load_state_dict(state)
+        return meta
