@@ -20,12 +20,14 @@ logits), i.e. the same quantity ``forward`` / ``compute_logprobs`` return for th
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import random
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -39,6 +41,18 @@ from ._errors import PromptTooLongError
 from ._futures import safe_set_exception, safe_set_result
 
 logger = logging.getLogger(__name__)
+
+_live_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_shutting_down = threading.Event()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    # Let worker threads leave their torch calls before the interpreter tears down.
+    _shutting_down.set()
+    for thread in list(_live_threads):
+        thread.join(timeout=5.0)
+
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per-layer (keys, values), each ``[batch, kv_heads, seq, head_dim]``."""
@@ -200,6 +214,7 @@ class SamplerEngine:
         self._waiting: list[_Request] = []  # admitted later, when the batch has room
         self._lock = threading.Lock()
         self._running = False
+        self._idle_since = time.monotonic()
         self._rng = random.Random()
         # Running batch.
         self._rows: list[_Row] = []
@@ -278,7 +293,9 @@ class SamplerEngine:
             self._queue.put(req)
             if not self._running:
                 self._running = True
-                threading.Thread(target=self._loop, name="turngym-sampler", daemon=True).start()
+                thread = threading.Thread(target=self._loop, name="turngym-sampler", daemon=True)
+                _live_threads.add(thread)
+                thread.start()
 
     def reset_stats(self) -> None:
         """Zero the counters of :attr:`stats`."""
@@ -305,7 +322,7 @@ class SamplerEngine:
     def _loop(self) -> None:
         try:
             with torch.inference_mode():
-                while True:
+                while not _shutting_down.is_set():
                     if not self._take_new_requests():
                         return
                     self._drop_cancelled()
@@ -319,14 +336,20 @@ class SamplerEngine:
             with self._lock:
                 self._running = False
             raise
+        with self._lock:
+            self._running = False
+        for r in self._rows:
+            safe_set_exception(r.request.future, RuntimeError("interpreter shutting down"))
 
     def _take_new_requests(self) -> bool:
         """Admit queued requests; returns False when the worker should exit (idle)."""
         new: list[_Request] = []
         if not self._rows and not self._waiting:
             try:
-                new.append(self._queue.get(timeout=self._idle_exit_s))
+                new.append(self._queue.get(timeout=min(self._idle_exit_s, 0.25)))
             except queue.Empty:
+                if time.monotonic() - self._idle_since < self._idle_exit_s and not _shutting_down.is_set():
+                    return True
                 with self._lock:
                     if self._queue.empty():
                         self._running = False
@@ -355,6 +378,7 @@ class SamplerEngine:
                 logger.exception("request failed")
                 safe_set_exception(req.future, exc)
         self._waiting = still_waiting
+        self._idle_since = time.monotonic()
         return True
 
     def _forward(self, input_ids: torch.Tensor, kv: KV | None, **kwargs: Any) -> tuple[torch.Tensor, KV]:
