@@ -1,0 +1,227 @@
+"""Cookbook builders for the math env: group builder, ``RLDataset`` and chz ``RLDatasetBuilder``.
+
+Everything here pickles: builders store the renderer *name* and model name and create the
+renderer in :meth:`MathGroupBuilder.make_envs`; the grader is the process-wide default of the
+process that runs the envs. They run unchanged in ``tinker_cookbook.rl.train``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import chz
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
+
+from backend.model import SMOLLM2
+from envs.math.data import MathProblem, Split, generate_problems, load_gsm8k, load_jsonl, load_math
+from envs.math.env import CalculatorMode, EnvPreset, MathEnv, MathEnvConfig
+from renderers_ext import get_renderer
+
+__all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset", "load_split"]
+
+
+@dataclass(frozen=True)
+class MathGroupBuilder(EnvGroupBuilder):
+    """``group_size`` envs on the same problem (GRPO-style group)."""
+
+    problem: MathProblem
+    """The problem every env of the group gets."""
+    config: MathEnvConfig
+    """The game."""
+    group_size: int
+    """Envs in the group."""
+    renderer_name: str = "qwen3_instruct"
+    """Renderer name (see ``renderers_ext.get_renderer``)."""
+    model_name: str = SMOLLM2
+    """Model whose tokenizer the renderer uses."""
+    dataset_name: str = "math"
+    """Logging tag."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        renderer = get_renderer(self.renderer_name, self.model_name)
+        return [MathEnv(renderer, self.problem, self.config) for _ in range(self.group_size)]
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, Metrics]]:
+        return [(0.0, {}) for _ in trajectory_group]
+
+    def logging_tags(self) -> list[str]:
+        return [self.dataset_name, f"level{self.problem.level}"]
+
+
+class MathRLDataset(RLDataset):
+    """Batches of :class:`MathGroupBuilder`; batch ``i`` is a pure function of ``(problems, seed, i)``.
+
+    Args:
+        problems: the problems (order is shuffled once with ``seed`` when ``shuffle``).
+        batch_size: groups per batch.
+        group_size: envs per group.
+        config: the game.
+        renderer_name / model_name: how envs build their renderer.
+        seed: shuffle seed.
+        shuffle: shuffle the problem order (train) or keep it (test).
+        dataset_name: logging tag.
+    """
+
+    def __init__(
+        self,
+        problems: Sequence[MathProblem],
+        *,
+        batch_size: int,
+        group_size: int,
+        config: MathEnvConfig,
+        renderer_name: str = "qwen3_instruct",
+        model_name: str = SMOLLM2,
+        seed: int = 0,
+        shuffle: bool = True,
+        dataset_name: str = "math",
+    ):
+        if batch_size < 1 or group_size < 1:
+            raise ValueError(f"batch_size and group_size must be >= 1, got {batch_size}, {group_size}")
+        if not problems:
+            raise ValueError("a MathRLDataset needs at least one problem")
+        order = list(range(len(problems)))
+        if shuffle:
+            random.Random(f"turngym-math-order:{seed}").shuffle(order)
+        self.problems = tuple(problems[i] for i in order)
+        self.batch_size = batch_size
+        self.group_size = group_size
+        self.config = config
+        self.renderer_name = renderer_name
+        self.model_name = model_name
+        self.dataset_name = dataset_name
+
+    def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} is outside the dataset's {len(self)} batches")
+        chunk = self.problems[index * self.batch_size : (index + 1) * self.batch_size]
+        return [
+            MathGroupBuilder(
+                p, self.config, self.group_size, self.renderer_name, self.model_name, self.dataset_name
+            )
+            for p in chunk
+        ]
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.problems) / self.batch_size)
+
+
+def load_split(
+    source: str,
+    split: Split | str,
+    *,
+    path: str | None = None,
+    n: int = 1000,
+    seed: int = 0,
+    levels: str = "1,2,3,4",
+) -> list[MathProblem]:
+    """Problems of one split from ``source`` (``generated``, ``gsm8k``, ``math`` or ``jsonl``).
+
+    ``path`` is a local file (for ``jsonl`` a file per split: ``{split}`` in the path is
+    replaced by the split name). ``n`` caps the number of problems.
+    """
+    split = Split(split)
+    file = path.replace("{split}", str(split)) if path else None
+    if source == "generated":
+        level_list = tuple(int(x) for x in levels.split(",") if x.strip())
+        return generate_problems(n, seed=seed, split=split, levels=level_list)
+    if source == "gsm8k":
+        return load_gsm8k(file, split=split, limit=n)
+    if source == "math":
+        return load_math(file, split=split, limit=n)
+    if source == "jsonl":
+        if not file:
+            raise ValueError("source=jsonl needs path=<file.jsonl>, e.g. path=data/{split}.jsonl")
+        return load_jsonl(file, limit=n)
+    raise ValueError(f"unknown source {source!r}: use generated, gsm8k, math or jsonl")
+
+
+@chz.chz
+class MathDatasetBuilder(RLDatasetBuilder):
+    """Train and test datasets of math problems (chz: every field is a command-line key)."""
+
+    batch_size: int = 4
+    """Groups per training batch."""
+    group_size: int = 4
+    """Envs per group (test groups have 1)."""
+    env: str = "single"
+    """Game preset: ``single``, ``feedback`` or ``calculator``."""
+    max_attempts: int | None = None
+    """Override the preset's attempts."""
+    format_coef: float = 0.1
+    """Weight of the format term."""
+    attempt_decay: float = 0.5
+    """Reward decay per extra attempt (feedback game)."""
+    calculator: str | None = None
+    """Override the calculator mode (``off``, ``auto``, ``tool``, ``tag``)."""
+    source: str = "generated"
+    """``generated`` (offline default), ``gsm8k``, ``math`` or ``jsonl``."""
+    path: str | None = None
+    """Local data file; ``{split}`` is replaced by ``train`` / ``test``."""
+    test_path: str | None = None
+    """Local test file when it does not follow ``path``'s ``{split}`` pattern."""
+    levels: str = "1,2,3,4"
+    """Generator difficulty levels (comma separated)."""
+    n_train: int = 2000
+    """Training problems (at most)."""
+    n_test: int = 64
+    """Test problems (at most; 0: no test set)."""
+    renderer_name: str = "qwen3_instruct"
+    """Renderer name."""
+    model_name_for_tokenizer: str = SMOLLM2
+    """Model whose tokenizer the renderer uses."""
+    seed: int = 0
+    """Generator and shuffle seed."""
+
+    def env_config(self) -> MathEnvConfig:
+        """The game these fields describe."""
+        overrides: dict[str, object] = {"format_coef": self.format_coef, "attempt_decay": self.attempt_decay}
+        if self.max_attempts is not None:
+            overrides["max_attempts"] = self.max_attempts
+        if self.calculator is not None:
+            overrides["calculator"] = CalculatorMode(self.calculator)
+        return MathEnvConfig.preset(EnvPreset(self.env), **overrides)
+
+    def datasets(self) -> tuple[MathRLDataset, MathRLDataset | None]:
+        """Build both splits synchronously."""
+        config = self.env_config()
+        common = dict(
+            config=config, renderer_name=self.renderer_name, model_name=self.model_name_for_tokenizer
+        )
+        train_problems = load_split(
+            self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels
+        )
+        train = MathRLDataset(
+            train_problems,
+            batch_size=self.batch_size,
+            group_size=self.group_size,
+            seed=self.seed,
+            dataset_name=self.source,
+            **common,  # type: ignore[arg-type]
+        )
+        if self.n_test <= 0:
+            return train, None
+        test_problems = load_split(
+            self.source,
+            Split.TEST,
+            path=self.test_path or self.path,
+            n=self.n_test,
+            seed=self.seed,
+            levels=self.levels,
+        )
+        test = MathRLDataset(
+            test_problems,
+            batch_size=max(1, min(len(test_problems), 32)),
+            group_size=1,
+            shuffle=False,
+            dataset_name=f"{self.source}_test",
+            **common,  # type: ignore[arg-type]
+        )
+        return train, test
+
+    async def __call__(self) -> tuple[RLDataset, RLDataset | None]:
+        return self.datasets()

@@ -1,0 +1,302 @@
+"""The math environment: single-turn, multi-turn with feedback, and with a calculator tool.
+
+One :class:`MathEnv` (a token-in/token-out :class:`envs.core.ChatEnv`) covers the three games;
+:class:`MathEnvConfig` selects them (see :meth:`MathEnvConfig.preset`):
+
+- single turn (``max_attempts=1``): reward ``1[correct] + format_coef * (1[format ok] - 1)``,
+  where the format is ok when the reply has a ``\\boxed{}`` answer and stopped cleanly (a
+  truncated or unparseable reply is a fault and costs ``-format_coef``).
+- feedback (``max_attempts=k``): a wrong answer gets ``feedback`` as a user message, up to k
+  attempts; a correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``; the format
+  term applies to every attempt. The whole episode is one token sequence (one datum).
+- calculator: the model may call a ``calculator`` tool, in the renderer's own tool-call format
+  when it has one (``CalculatorMode.TOOL``), else by writing ``<calc>expression</calc>``
+  (``CalculatorMode.TAG``); the result comes back as a tool message (a user message with
+  ``<calc_result>`` in tag mode). Calls do not count as attempts; at most
+  ``max_calculator_calls`` per episode.
+
+Grading goes through a :class:`envs.math.grading.Grader` and never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
+
+from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
+from envs.math.calculator import CalculatorError, CalculatorLimits, evaluate
+from envs.math.data import MathProblem
+from envs.math.grading import Grader, GradeStatus, default_grader, extract_boxed
+
+__all__ = [
+    "CALCULATOR_TOOL",
+    "CalculatorMode",
+    "EnvPreset",
+    "MathEnv",
+    "MathEnvConfig",
+    "supports_tools",
+]
+
+CALCULATOR_TOOL: ToolSpec = {
+    "name": "calculator",
+    "description": "Evaluate an arithmetic expression (numbers, + - * / // % ^ and parentheses).",
+    "parameters": {
+        "type": "object",
+        "properties": {"expression": {"type": "string", "description": "e.g. (12 + 3) * 4 / 5"}},
+        "required": ["expression"],
+    },
+}
+"""The calculator's tool specification (OpenAI function format)."""
+
+_CALC_TAG = re.compile(r"<calc>(.*?)</calc>", re.DOTALL)
+
+
+class CalculatorMode(StrEnum):
+    """Whether and how the model can call the calculator."""
+
+    OFF = "off"
+    """No calculator."""
+    AUTO = "auto"
+    """The renderer's tool format when it supports tools, else the ``<calc>`` tag."""
+    TOOL = "tool"
+    """The renderer's tool-call format (``create_conversation_prefix_with_tools``)."""
+    TAG = "tag"
+    """``<calc>expression</calc>`` in the reply text; works with any renderer."""
+
+
+class EnvPreset(StrEnum):
+    """The three standard games."""
+
+    SINGLE = "single"
+    """One attempt, no tool."""
+    FEEDBACK = "feedback"
+    """Up to 3 attempts with "incorrect, try again" feedback."""
+    CALCULATOR = "calculator"
+    """One attempt with a calculator tool."""
+
+
+@dataclass(frozen=True)
+class MathEnvConfig:
+    """What the math game looks like (shared by every env of a dataset)."""
+
+    format_coef: float = 0.1
+    """Weight of the format term ``format_coef * (1[format ok] - 1)``."""
+    max_attempts: int = 1
+    """Answers allowed; more than 1 gives feedback after a wrong answer."""
+    attempt_decay: float = 0.5
+    """A correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``."""
+    feedback: str = "Your answer is incorrect, try again. Put your final answer in \\boxed{}."
+    """The user message after a wrong answer."""
+    no_answer_feedback: str = "I could not find a \\boxed{} answer. Put your final answer in \\boxed{}."
+    """The user message after a reply without a boxed answer (when attempts remain)."""
+    calculator: CalculatorMode = CalculatorMode.OFF
+    """Whether the model can call a calculator, and how."""
+    max_calculator_calls: int = 6
+    """Calculator calls allowed per episode (further calls get an error result)."""
+    calculator_limits: CalculatorLimits = field(default_factory=CalculatorLimits)
+    """Size and time bounds of one calculation."""
+    system_prompt: str = ""
+    """Optional system prompt (tool instructions are added to it)."""
+    instruction: str = " Write your final answer in \\boxed{}."
+    """Appended to every question."""
+    max_trajectory_tokens: int | None = None
+    """Observation length cap of an episode (see :class:`envs.core.EnvLimits`)."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not 0 <= self.attempt_decay <= 1:
+            raise ValueError(f"attempt_decay must be in [0, 1], got {self.attempt_decay}")
+        if self.format_coef < 0:
+            raise ValueError(f"format_coef must be >= 0, got {self.format_coef}")
+        if self.max_calculator_calls < 0:
+            raise ValueError(f"max_calculator_calls must be >= 0, got {self.max_calculator_calls}")
+        object.__setattr__(self, "calculator", CalculatorMode(self.calculator))
+
+    @classmethod
+    def preset(cls, name: EnvPreset | str, **overrides: Any) -> MathEnvConfig:
+        """The config of a standard game, with field overrides."""
+        preset = EnvPreset(name)
+        base = {
+            EnvPreset.SINGLE: cls(),
+            EnvPreset.FEEDBACK: cls(max_attempts=3),
+            EnvPreset.CALCULATOR: cls(calculator=CalculatorMode.AUTO),
+        }[preset]
+        return replace(base, **overrides)
+
+    @property
+    def max_turns(self) -> int:
+        """Assistant turns an episode can take (attempts + calculator calls + one spare)."""
+        calls = self.max_calculator_calls + 1 if self.calculator is not CalculatorMode.OFF else 0
+        return self.max_attempts + calls
+
+
+def supports_tools(renderer: Renderer) -> bool:
+    """Whether the renderer has a native tool-call format."""
+    try:
+        renderer.create_conversation_prefix_with_tools([CALCULATOR_TOOL])
+    except NotImplementedError:
+        return False
+    return True
+
+
+_TAG_INSTRUCTIONS = (
+    "You can use a calculator: write <calc>expression</calc> (numbers, + - * / ^ and parentheses) "
+    "and stop; the result comes back in <calc_result> tags."
+)
+
+
+class MathEnv(ChatEnv):
+    """A math problem as a chat game; see the module docstring.
+
+    Args:
+        renderer: a cookbook renderer.
+        problem: the question and reference answer.
+        config: the game (attempts, feedback, calculator, reward shape).
+        grader: the grader to use (default: the process-wide :func:`default_grader`).
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        problem: MathProblem,
+        config: MathEnvConfig | None = None,
+        *,
+        grader: Grader | None = None,
+    ):
+        self.config = config or MathEnvConfig()
+        penalty = FaultPolicy(reward=-self.config.format_coef)
+        super().__init__(
+            renderer,
+            limits=EnvLimits(
+                max_turns=self.config.max_turns, max_trajectory_tokens=self.config.max_trajectory_tokens
+            ),
+            faults=dict.fromkeys(Fault, penalty),
+        )
+        self.problem = problem
+        self.grader = grader
+        mode = self.config.calculator
+        if mode is CalculatorMode.AUTO:
+            mode = CalculatorMode.TOOL if supports_tools(renderer) else CalculatorMode.TAG
+        elif mode is CalculatorMode.TOOL and not supports_tools(renderer):
+            raise ValueError(f"renderer {type(renderer).__name__} has no tool format; use calculator='tag'")
+        self.calculator_mode = mode
+        """The resolved calculator mode (never ``AUTO``)."""
+        self.attempts = 0
+        """Answers given so far."""
+        self.calculator_calls = 0
+        """Calculator calls made so far."""
+        self.formatted_attempts = 0
+        """Answers that had a ``\\boxed{}``."""
+        self.grade_statuses: list[GradeStatus] = []
+        """How each answer was graded."""
+
+    # --- game ----------------------------------------------------------------------------
+    def initial_messages(self) -> list[Message]:
+        system = self.config.system_prompt
+        prefix: list[Message] = []
+        if self.calculator_mode is CalculatorMode.TOOL:
+            prefix = list(self.renderer.create_conversation_prefix_with_tools([CALCULATOR_TOOL], system))
+        else:
+            if self.calculator_mode is CalculatorMode.TAG:
+                system = f"{system}\n\n{_TAG_INSTRUCTIONS}".strip()
+            if system:
+                prefix = [{"role": "system", "content": system}]
+        return [*prefix, {"role": "user", "content": self.problem.question + self.config.instruction}]
+
+    async def on_message(self, message: Message) -> Reply:
+        if self.calculator_mode is not CalculatorMode.OFF:
+            calls = self._calculator_calls(message)
+            if calls:
+                return self._calculate(calls)
+        return await self._answer(get_text_content(message))
+
+    async def _answer(self, text: str) -> Reply:
+        cfg = self.config
+        self.attempts += 1
+        boxed = extract_boxed(text)
+        formatted = boxed is not None
+        self.formatted_attempts += int(formatted)
+        grade = await (self.grader or default_grader()).grade(boxed, self.problem.answer)
+        self.grade_statuses.append(grade.status)
+        correct = formatted and grade.correct
+        reward = cfg.format_coef * (float(formatted) - 1.0)
+        if correct:
+            reward += cfg.attempt_decay ** (self.attempts - 1)
+        logs: dict[str, str | int | float] = {
+            "reference": self.problem.answer,
+            "extracted": boxed if boxed is not None else "<none>",
+            "grade": str(grade.status),
+        }
+        done = correct or self.attempts >= cfg.max_attempts
+        if done:
+            metrics = {
+                "correct": float(correct),
+                "format": self.formatted_attempts / self.attempts,
+                "attempts": float(self.attempts),
+                "calculator_calls": float(self.calculator_calls),
+                "grade_timeout": float(GradeStatus.TIMEOUT in self.grade_statuses),
+            }
+            return Reply(reward=reward, done=True, metrics=metrics, logs=logs)
+        feedback = cfg.feedback if formatted else cfg.no_answer_feedback
+        return Reply(messages=[{"role": "user", "content": feedback}], reward=reward, logs=logs)
+
+    # --- calculator ----------------------------------------------------------------------
+    def _calculator_calls(self, message: Message) -> list[tuple[str, str | None]]:
+        """(expression, tool call id) of each calculator call in the message."""
+        if self.calculator_mode is CalculatorMode.TOOL:
+            out: list[tuple[str, str | None]] = []
+            for call in message.get("tool_calls", []) or []:
+                out.append((_expression_of(call), call.id))
+            for bad in message.get("unparsed_tool_calls", []) or []:
+                out.append(("\x00" + bad.error, None))
+            return out
+        text = get_text_content(message)
+        if extract_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("</calc>"):
+            return []  # an answer after the last calculation: it is an answer
+        return [(m.group(1), None) for m in _CALC_TAG.finditer(text)]
+
+    def _calculate(self, calls: list[tuple[str, str | None]]) -> Reply:
+        messages: list[Message] = []
+        errors = 0
+        for expression, call_id in calls:
+            self.calculator_calls += 1
+            if self.calculator_calls > self.config.max_calculator_calls:
+                result = "error: calculator budget exhausted; give your final answer in \\boxed{}"
+                errors += 1
+            elif expression.startswith("\x00"):
+                result = f"error: malformed tool call ({expression[1:][:100]})"
+                errors += 1
+            else:
+                try:
+                    result = evaluate(expression, self.config.calculator_limits)
+                except CalculatorError as e:
+                    result = f"error: {e}"
+                    errors += 1
+            if self.calculator_mode is CalculatorMode.TOOL:
+                msg: Message = {"role": "tool", "content": result, "name": "calculator"}
+                if call_id is not None:
+                    msg["tool_call_id"] = call_id
+                messages.append(msg)
+            else:
+                messages.append({"role": "user", "content": f"<calc_result>{result}</calc_result>"})
+        metrics = {"calculator/calls": float(len(calls)), "calculator/errors": float(errors)}
+        return Reply(messages=messages, metrics=metrics)
+
+
+def _expression_of(call: ToolCall) -> str:
+    if call.function.name != "calculator":
+        return f"\x00unknown tool {call.function.name!r}"
+    try:
+        args = json.loads(call.function.arguments or "{}")
+    except ValueError:
+        return "\x00arguments are not JSON"
+    expression = args.get("expression") if isinstance(args, dict) else None
+    if not isinstance(expression, str | int | float):
+        return "\x00missing 'expression' argument"
+    return str(expression)
