@@ -1,0 +1,78 @@
+"""Command line in the cookbook's ``key=value`` style, failing fast with one clear line.
+
+Parsing only needs chz and the config class, so an unknown key or a bad value is reported in
+well under a second; the loop (tinker, torch, the model) is imported after the config is valid.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TypeVar
+
+import chz
+
+from training._config import Config
+
+C = TypeVar("C", bound=Config)
+
+
+class ConfigError(ValueError):
+    """A command line that does not make a valid config (the message is one line)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    """Condense a chz error (often several paragraphs) into one line."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = lines[0].rstrip(".")
+    if head.startswith("Extraneous argument"):
+        # "Extraneous argument 'foo' to Blueprint for X (from command line)"
+        name = head.split("'")[1] if "'" in head else head
+        return f"unknown key {name!r} (run with --help to list the keys)"
+    cast = next((line for line in lines[1:] if line.startswith("Could not cast")), None)
+    if head.startswith("Could not interpret argument") and cast:
+        param = head.split("param ")[-1].strip("'.")
+        return f"bad value for {param}: {cast}"
+    return head
+
+
+def parse_config(config_cls: type[C], argv: Sequence[str]) -> C:
+    """Build ``config_cls`` from ``key=value`` arguments; :class:`ConfigError` on any problem."""
+    try:
+        return chz.Blueprint(config_cls).make_from_argv(list(argv))
+    except Exception as exc:  # chz raises several unrelated types; all mean "bad command line"
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _help(config_cls: type[Config]) -> str:
+    return chz.Blueprint(config_cls).get_help()
+
+
+def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
+    """Entry point of an env's ``train.py``: parse, train, return the exit status.
+
+    Exit status: 0 done, 2 bad command line (one line on stderr), 130 interrupted, 1 failure.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = prog or config_cls.__module__
+    if any(a in ("-h", "--help", "help") for a in args):
+        print(f"usage: python -m {prog} [key=value ...]\n")
+        print(_help(config_cls))
+        return 0
+    try:
+        config = parse_config(config_cls, args)
+    except ConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    from training._loop import train  # heavy imports happen here, after the config is valid
+
+    try:
+        summary = train(config)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; rerun with log_path={config.log_path} to resume", file=sys.stderr)
+        return 130
+    print(summary.describe())
+    return 0

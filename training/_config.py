@@ -1,0 +1,156 @@
+"""The training-loop configuration: one flat chz class, cheap to import (no tinker, no torch).
+
+An env's ``train.py`` subclasses :class:`Config`, adds its own fields (flat, so the command line
+stays ``key=value``), overrides defaults, and implements :meth:`Config.dataset_builder`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import chz
+
+if TYPE_CHECKING:
+    from tinker_cookbook.rl.types import RLDatasetBuilder
+
+LossFnName = Literal["importance_sampling", "ppo"]
+"""Policy-gradient losses the loop knows (both exist on Tinker and on the local backend)."""
+BackendName = Literal["auto", "local", "tinker"]
+"""``local``: the embedded backend; ``tinker``: the cloud; ``auto``: tinker when ``TINKER_API_KEY``
+is set, else local."""
+LRSchedule = Literal["constant", "linear"]
+"""``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
+
+SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+@chz.chz
+class Config:
+    """Configuration of one RL run (fields are the command-line keys).
+
+    The dataset (train and held-out splits) comes from :meth:`dataset_builder`, which an env's
+    subclass implements; the batch size and group size are therefore env fields.
+    """
+
+    # --- model and backend ---------------------------------------------------------------
+    model_name: str = SMOLLM2_NAME
+    """Base model to train (the local backend serves SmolLM2-135M-Instruct and a tiny random Llama)."""
+    renderer_name: str = "qwen3_instruct"
+    """Renderer of the conversation (passed to the env's dataset builder)."""
+    backend: BackendName = "auto"
+    """Where training and sampling run: ``local``, ``tinker`` or ``auto``."""
+    base_url: str | None = None
+    """Tinker service URL override (tinker backend only)."""
+    lora_rank: int = 16
+    """LoRA rank of the trained adapter."""
+    seed: int = 0
+    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs and the data order."""
+    load_checkpoint_path: str | None = None
+    """Start from these weights (fresh optimizer), e.g. an SFT warm start; ignored on resume."""
+
+    # --- optimisation --------------------------------------------------------------------
+    learning_rate: float = 1e-3
+    """Peak Adam learning rate."""
+    lr_schedule: LRSchedule = "constant"
+    """Learning-rate schedule over ``max_steps``."""
+    beta1: float = 0.9
+    """Adam beta1."""
+    beta2: float = 0.999
+    """Adam beta2."""
+    eps: float = 1e-8
+    """Adam epsilon."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip_norm: float = 1.0
+    """Global gradient-norm clip (0 disables)."""
+    loss_fn: LossFnName = "importance_sampling"
+    """Policy-gradient loss."""
+    ppo_clip: float = 0.2
+    """PPO ratio clip epsilon (``loss_fn=ppo`` only)."""
+    remove_constant_reward_groups: bool = True
+    """Drop groups whose trajectories all got the same reward (they carry no gradient)."""
+
+    # --- sampling ------------------------------------------------------------------------
+    max_tokens: int = 64
+    """Sampled tokens per assistant turn."""
+    temperature: float = 1.0
+    """Sampling temperature for training rollouts."""
+    eval_temperature: float = 1.0
+    """Sampling temperature for held-out evaluation."""
+    max_steps_off_policy: int = 0
+    """0: synchronous on-policy. k > 0: the rollouts of the next k batches are sampled while the
+    current batch trains, with weights at most k steps old (async off-policy mode)."""
+    compute_post_kl: bool = False
+    """Also measure the KL between the pre- and post-update policies (one extra pass)."""
+
+    # --- schedule and artifacts ----------------------------------------------------------
+    max_steps: int = 20
+    """Training steps (capped by the dataset length)."""
+    log_path: str = "runs/train"
+    """Folder of every artifact; rerunning with the same folder resumes."""
+    eval_every: int = 10
+    """Evaluate on the held-out split every this many steps, and after the last (0: never)."""
+    save_every: int = 1
+    """Save a resumable checkpoint every this many steps, and after the last (0: only the last)."""
+    transcripts_per_eval: int = 4
+    """Episodes written as HTML transcripts per evaluation (and for step 0 of training)."""
+    win_metric: str = "win"
+    """Env metric that marks a won episode (summed over turns, > 0); when an env never reports
+    it, an episode with a positive total reward counts as won."""
+    keep_last: int = 2
+    """Local backend: resumable checkpoints kept on disk (older ones are deleted; 0 keeps all)."""
+    progress: bool = True
+    """Show a progress bar (rich)."""
+    resume: bool = True
+    """Continue from the last checkpoint in ``log_path`` (False: refuse a non-empty folder)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        _positive("learning_rate", self.learning_rate)
+        _positive("lora_rank", self.lora_rank)
+        _positive("max_tokens", self.max_tokens)
+        _non_negative("max_steps", self.max_steps)
+        _non_negative("temperature", self.temperature)
+        _non_negative("eval_every", self.eval_every)
+        _non_negative("save_every", self.save_every)
+        _non_negative("max_steps_off_policy", self.max_steps_off_policy)
+        _non_negative("grad_clip_norm", self.grad_clip_norm)
+        _non_negative("transcripts_per_eval", self.transcripts_per_eval)
+        _non_negative("keep_last", self.keep_last)
+        if not 0 < self.ppo_clip < 1:
+            raise ValueError(f"ppo_clip must be in (0, 1), got {self.ppo_clip}")
+        if not self.log_path:
+            raise ValueError("log_path must not be empty")
+
+    # --- hooks for env subclasses ----------------------------------------------------------
+    def dataset_builder(self) -> RLDatasetBuilder:
+        """The env's dataset builder (train split and held-out split). Subclasses implement it
+        with lazy imports, so parsing the command line stays fast."""
+        raise NotImplementedError(f"{type(self).__name__} must implement dataset_builder()")
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of step ``step`` under :attr:`lr_schedule`."""
+        if self.lr_schedule == "linear" and self.max_steps > 0:
+            return self.learning_rate * max(0.0, 1.0 - step / self.max_steps)
+        return self.learning_rate
+
+    def loss_fn_config(self) -> dict[str, float] | None:
+        """Extra loss configuration sent with ``forward_backward``."""
+        if self.loss_fn == "ppo":
+            return {"clip_low_threshold": 1.0 - self.ppo_clip, "clip_high_threshold": 1.0 + self.ppo_clip}
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as plain JSON (with the concrete class name), for ``config.json``."""
+        data = chz.asdict(self)
+        return {"__class__": f"{type(self).__module__}.{type(self).__qualname__}", **data}

@@ -1,0 +1,425 @@
+"""The RL loop: sample a batch of groups, build datums, train, refresh the sampler, log, save.
+
+One step ``s`` (the policy has had ``s`` updates when it starts):
+
+1. evaluate on the held-out split when ``s % eval_every == 0`` (``eval.jsonl``, transcripts);
+2. take the rollouts of batch ``s``, sampled with weights of step ``s - j``, ``0 <= j <=
+   max_steps_off_policy`` (``j = 0``: on-policy; with ``k > 0`` the next ``k`` batches are
+   sampled in the background while this one trains);
+3. drop constant-reward groups, assemble datums with group-centred advantages (cookbook data
+   processing), enqueue ``forward_backward`` and ``optim_step`` back to back, then await both;
+4. KL between sampler and trainer logprobs (``optim/kl_sample_train_v1/v2``), new sampler;
+5. append the row of step ``s`` to ``metrics.jsonl``, redraw the curve, and save a checkpoint
+   (``batch = s + 1``) when due.
+
+Resuming truncates ``metrics.jsonl`` to the rows before the checkpoint's ``batch`` (and
+``eval.jsonl`` to the rows up to it) before running, so a run killed anywhere has every step
+exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import tinker
+from tinker_cookbook.rl.metrics import compute_kl_sample_train, compute_post_kl
+from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGroup
+
+from training import _checkpoint as ckpt
+from training._config import Config
+from training._logging import CONFIG_FILE, EVAL_FILE, METRICS_FILE, JsonlLog, read_rows, write_json_atomic
+from training._metrics import group_metrics
+from training._plot import PLOT_FILE, plot_reward_curve
+from training._progress import ProgressDisplay
+from training._rollouts import SampledBatch, sample_batch, to_datums, without_mask
+from training._transcripts import write_transcripts
+
+logger = logging.getLogger(__name__)
+
+TRANSCRIPTS_DIR = "transcripts"
+LOG_FILE = "train.log"
+
+
+class RunFolderError(RuntimeError):
+    """The run folder cannot be used as asked (e.g. not empty and ``resume=False``)."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a call to :func:`train` did."""
+
+    log_path: Path
+    """The run folder."""
+    start_step: int
+    """First step this call ran (> 0 when it resumed)."""
+    end_step: int
+    """Steps completed in total."""
+    final_eval: dict[str, Any] = field(default_factory=dict)
+    """The last ``eval.jsonl`` row (empty when evaluation is off)."""
+    seconds: float = 0.0
+    """Wall-clock time of this call."""
+
+    def describe(self) -> str:
+        """A short human-readable report."""
+        lines = [f"done: steps {self.start_step}..{self.end_step} in {self.seconds / 60:.1f} min"]
+        if self.final_eval:
+            win = self.final_eval.get("eval/win_rate")
+            rew = self.final_eval.get("eval/reward/mean")
+            lines.append(
+                f"held-out after {self.final_eval.get('step')} steps: win_rate={win:.3f} reward={rew:.3f}"
+                if isinstance(win, float) and isinstance(rew, float)
+                else f"held-out: {self.final_eval}"
+            )
+        lines.append(f"artifacts: {self.log_path}")
+        return "\n".join(lines)
+
+
+WarmStart = Callable[[Any, Config], Awaitable[dict[str, float]]]
+"""``async (training_client, config) -> metrics``: runs once on a fresh start (not on resume),
+before the first sampler is made; e.g. an SFT warm start with ``cross_entropy``."""
+
+
+@dataclass
+class _Pending:
+    """A batch being sampled in the background."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: SampledBatch | None = None
+    error: BaseException | None = None
+
+    async def wait(self) -> SampledBatch:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _all_same(xs: Sequence[float]) -> bool:
+    return all(math.isclose(x, xs[0], abs_tol=1e-9) for x in xs)
+
+
+def _make_service_client(config: Config, log_path: Path) -> Any:
+    from backend import make_service_client, resolve_backend
+
+    if resolve_backend(config.backend) == "local":
+        return make_service_client("local", root=log_path / ckpt.CHECKPOINT_DIR)
+    kwargs = {"base_url": config.base_url} if config.base_url else {}
+    return make_service_client("tinker", **kwargs)
+
+
+def _setup_file_logging(log_path: Path) -> logging.Handler:
+    handler = logging.FileHandler(log_path / LOG_FILE, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    for noisy in ("httpx", "httpcore", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return handler
+
+
+def train(
+    config: Config,
+    *,
+    dataset_builder: RLDatasetBuilder | None = None,
+    warm_start: WarmStart | None = None,
+) -> RunSummary:
+    """Run (or resume) training as configured; blocking. See :func:`train_async`."""
+    return anyio.run(lambda: train_async(config, dataset_builder=dataset_builder, warm_start=warm_start))
+
+
+async def train_async(
+    config: Config,
+    *,
+    dataset_builder: RLDatasetBuilder | None = None,
+    warm_start: WarmStart | None = None,
+) -> RunSummary:
+    """Run (or resume) training as configured.
+
+    Args:
+        config: the run's configuration.
+        dataset_builder: overrides ``config.dataset_builder()``.
+        warm_start: optional hook run once on a fresh start (see :data:`WarmStart`).
+    """
+    t0 = time.monotonic()
+    log_path = Path(config.log_path).expanduser().resolve()
+    log_path.mkdir(parents=True, exist_ok=True)
+    handler = _setup_file_logging(log_path)
+    try:
+        return await _Run(config, log_path, dataset_builder, warm_start, t0).run()
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+
+
+class _Run:
+    """State of one invocation of the loop (kept in one place so the steps read linearly)."""
+
+    def __init__(
+        self,
+        config: Config,
+        log_path: Path,
+        dataset_builder: RLDatasetBuilder | None,
+        warm_start: WarmStart | None,
+        t0: float,
+    ) -> None:
+        self.config = config
+        self.log_path = log_path
+        self.builder = dataset_builder
+        self.warm_start = warm_start
+        self.t0 = t0
+        self.metrics_log = JsonlLog(log_path / METRICS_FILE)
+        self.eval_log = JsonlLog(log_path / EVAL_FILE)
+        self.training_client: Any = None
+        self.sampling_client: Any = None
+        self.sampler_step = 0
+        self.tokenizer: Any = None
+        self.display: ProgressDisplay | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _resume_point(self) -> ckpt.CheckpointRecord | None:
+        config, log_path = self.config, self.log_path
+        record = ckpt.last_checkpoint(log_path)
+        if not config.resume and (record is not None or self.metrics_log.rows()):
+            raise RunFolderError(f"{log_path} already holds a run; pass resume=True or another log_path")
+        start = record.batch if record is not None else 0
+        dropped = self.metrics_log.truncate(start)
+        dropped_eval = self.eval_log.truncate(start + 1)
+        if dropped or dropped_eval:
+            logger.info(
+                "resume at step %d: dropped %d metrics rows and %d eval rows", start, dropped, dropped_eval
+            )
+        return record
+
+    async def _make_training_client(self, service: Any, record: ckpt.CheckpointRecord | None) -> None:
+        config = self.config
+        if record is not None:
+            self.training_client = await service.create_training_client_from_state_with_optimizer_async(
+                record.state_path
+            )
+            ckpt.load_rng(self.log_path, record)
+        elif config.load_checkpoint_path:
+            self.training_client = await service.create_training_client_from_state_async(
+                config.load_checkpoint_path
+            )
+        else:
+            self.training_client = await service.create_lora_training_client_async(
+                config.model_name, rank=config.lora_rank, seed=config.seed
+            )
+
+    async def _refresh_sampler(self, step: int) -> None:
+        self.sampling_client = await self.training_client.save_weights_and_get_sampling_client_async()
+        self.sampler_step = step
+
+    # ------------------------------------------------------------------ run
+    async def run(self) -> RunSummary:
+        config, log_path = self.config, self.log_path
+        record = self._resume_point()
+        start = record.batch if record is not None else 0
+        if record is None:
+            ckpt.seed_everything(config.seed)
+        write_json_atomic(log_path / CONFIG_FILE, config.to_json())
+
+        service = _make_service_client(config, log_path)
+        await self._make_training_client(service, record)
+        self.tokenizer = self.training_client.get_tokenizer()
+        builder = self.builder or config.dataset_builder()
+        train_ds, test_ds = await builder()
+        end = min(config.max_steps, len(train_ds))
+        print(
+            f"[training] {'resuming at step ' + str(start) if record else 'new run'}: {end} steps; artifacts in "
+            f"{log_path} (config.json, metrics.jsonl, eval.jsonl, {PLOT_FILE}, {TRANSCRIPTS_DIR}/, "
+            f"{ckpt.CHECKPOINTS_FILE}, {LOG_FILE})",
+            flush=True,
+        )
+        if record is None and self.warm_start is not None:
+            warm = await self.warm_start(self.training_client, config)
+            logger.info("warm start: %s", warm)
+        await self._refresh_sampler(start)
+
+        with ProgressDisplay(end, start, enabled=config.progress) as display:
+            self.display = display
+            async with anyio.create_task_group() as tg:
+                pending: dict[int, _Pending] = {}
+                for step in range(start, end):
+                    if config.eval_every and step % config.eval_every == 0:
+                        await self._evaluate(step, test_ds)
+                    last = min(step + config.max_steps_off_policy, end - 1)
+                    for s in range(step, last + 1):
+                        if s not in pending:
+                            pending[s] = self._launch(tg, train_ds, s)
+                    t_wait = time.monotonic()
+                    display.phase(f"sample {step}")
+                    batch = await pending.pop(step).wait()
+                    await self._train_step(step, batch, wait_seconds=time.monotonic() - t_wait, end=end)
+            if config.eval_every and test_ds is not None:
+                await self._evaluate(end, test_ds)
+        self.display = None
+        rows = self.eval_log.rows()
+        return RunSummary(
+            log_path=log_path,
+            start_step=start,
+            end_step=end,
+            final_eval=rows[-1] if rows else {},
+            seconds=time.monotonic() - self.t0,
+        )
+
+    def _launch(self, tg: Any, dataset: RLDataset, step: int) -> _Pending:
+        pending = _Pending()
+        builders = list(dataset.get_batch(step))
+        client, version = self.sampling_client, self.sampler_step
+
+        async def work() -> None:
+            try:
+                pending.result = await sample_batch(
+                    builders,
+                    client,
+                    max_tokens=self.config.max_tokens,
+                    temperature=self.config.temperature,
+                    sampler_step=version,
+                )
+            except Exception as exc:  # handed to the waiter, which re-raises it
+                pending.error = exc
+            finally:
+                pending.done.set()
+
+        tg.start_soon(work)
+        return pending
+
+    # ------------------------------------------------------------------ one step
+    async def _train_step(self, step: int, batch: SampledBatch, *, wait_seconds: float, end: int) -> None:
+        config = self.config
+        t_step = time.monotonic()
+        metrics: dict[str, Any] = {}
+        metrics.update(
+            group_metrics(
+                batch.groups, win_metric=config.win_metric, tags=[b.logging_tags() for b in batch.builders]
+            )
+        )
+        all_datums, n_traj = to_datums(batch.groups)
+        metrics["datums_per_trajectory"] = len(all_datums) / n_traj if n_traj else 0.0
+        metrics["groups/failed"] = float(batch.failed)
+        metrics["sampling/staleness"] = float(step - batch.sampler_step)
+        metrics["time/sample"] = batch.seconds
+        metrics["time/wait_sample"] = wait_seconds
+        metrics["tokens/per_second"] = metrics["tokens/sampled"] / batch.seconds if batch.seconds > 0 else 0.0
+
+        groups: list[TrajectoryGroup] = batch.groups
+        if config.remove_constant_reward_groups:
+            groups = [g for g in groups if not _all_same(g.get_total_rewards())]
+        metrics["groups/trained"] = float(len(groups))
+        datums, _ = to_datums(groups) if groups else ([], 0)
+        metrics["datums"] = float(len(datums))
+        lr = config.lr_at(step)
+        metrics["optim/lr"] = lr
+        t_train = time.monotonic()
+        if datums:
+            assert self.display is not None
+            self.display.phase(f"train {step}")
+            metrics.update(await self._optimize(datums, lr))
+        metrics["time/train"] = time.monotonic() - t_train
+        t_sync = time.monotonic()
+        await self._refresh_sampler(step + 1)
+        if datums and config.compute_post_kl:
+            metrics.update(await compute_post_kl(datums, self.sampling_client))
+        metrics["time/sampler_update"] = time.monotonic() - t_sync
+        metrics["time/step"] = time.monotonic() - t_step + wait_seconds
+        metrics["time/elapsed"] = time.monotonic() - self.t0
+        self.metrics_log.append(step, metrics)
+        self._plot()
+        assert self.display is not None
+        self.display.step_done(step, metrics)
+        done = step + 1
+        if done == end or (config.save_every and done % config.save_every == 0):
+            await self._save(done, final=done == end)
+
+    async def _optimize(self, datums: list[tinker.Datum], lr: float) -> dict[str, float]:
+        config = self.config
+        adam = tinker.AdamParams(
+            learning_rate=lr,
+            beta1=config.beta1,
+            beta2=config.beta2,
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+            grad_clip_norm=config.grad_clip_norm,
+        )
+        # Enqueue both before awaiting either, so they run back to back on the trainer.
+        fb_future = await self.training_client.forward_backward_async(
+            [without_mask(d) for d in datums], loss_fn=config.loss_fn, loss_fn_config=config.loss_fn_config()
+        )
+        optim_future = await self.training_client.optim_step_async(adam)
+        fb = await fb_future.result_async()
+        optim = await optim_future.result_async()
+        out: dict[str, float] = {}
+        training_logprobs = [o["logprobs"].to_torch() for o in fb.loss_fn_outputs]
+        if any(d.loss_fn_inputs["mask"].to_torch().sum() > 0 for d in datums):
+            out.update(compute_kl_sample_train(datums, training_logprobs))
+        out.update({f"train/{k}": float(v) for k, v in (fb.metrics or {}).items()})
+        out.update(
+            {
+                f"optim/{k}" if not k.startswith("optim/") else k: float(v)
+                for k, v in (optim.metrics or {}).items()
+            }
+        )
+        return out
+
+    async def _save(self, done: int, *, final: bool) -> None:
+        t = time.monotonic()
+        await ckpt.save_checkpoint(self.training_client, self.log_path, batch=done, with_sampler=final)
+        root = self.log_path / ckpt.CHECKPOINT_DIR
+        ckpt.prune_local(self.log_path, root, self.config.keep_last)
+        logger.info("checkpoint after step %d saved in %.1fs", done - 1, time.monotonic() - t)
+
+    # ------------------------------------------------------------------ eval and artifacts
+    async def _evaluate(self, step: int, test_ds: RLDataset | None) -> None:
+        if test_ds is None or any(int(r["step"]) == step for r in self.eval_log.rows()):
+            return
+        assert self.display is not None
+        self.display.phase(f"eval {step}")
+        t = time.monotonic()
+        builders = [b for i in range(len(test_ds)) for b in test_ds.get_batch(i)]
+        batch = await sample_batch(
+            builders,
+            self.sampling_client,
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.eval_temperature,
+            sampler_step=self.sampler_step,
+        )
+        metrics = group_metrics(
+            batch.groups, win_metric=self.config.win_metric, tags=[b.logging_tags() for b in batch.builders]
+        )
+        metrics["groups/failed"] = float(batch.failed)
+        metrics["time"] = time.monotonic() - t
+        row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})
+        write_transcripts(
+            self.log_path / TRANSCRIPTS_DIR / f"eval_step{step:04d}.html",
+            self.tokenizer,
+            batch.groups,
+            self.config.transcripts_per_eval,
+            title=f"held-out episodes after {step} training steps",
+            win_metric=self.config.win_metric,
+        )
+        self._plot()
+        self.display.eval_done(step, row)
+
+    def _plot(self) -> None:
+        try:
+            plot_reward_curve(
+                self.log_path / PLOT_FILE,
+                read_rows(self.log_path / METRICS_FILE),
+                read_rows(self.log_path / EVAL_FILE),
+                title=f"{os.path.basename(self.log_path)} · {self.config.model_name}",
+            )
+        except Exception:  # a plotting problem must never stop training
+            logger.exception("could not draw the reward curve")

@@ -1,0 +1,81 @@
+"""The reward curve: ``reward_curve.png`` in the run folder, redrawn after every step.
+
+Top panel: training reward (mean with a one-std band) and, when evaluated, held-out reward.
+Bottom panel: training win rate and held-out win rate. matplotlib with the Agg backend; the
+PNG is written to a temporary file and renamed, so a reader never sees a half-written image.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PLOT_FILE = "reward_curve.png"
+
+
+def _series(rows: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, int | float):
+            xs.append(int(row["step"]))
+            ys.append(float(value))
+    return xs, ys
+
+
+def plot_reward_curve(
+    path: Path,
+    train_rows: Sequence[dict[str, Any]],
+    eval_rows: Sequence[dict[str, Any]],
+    *,
+    title: str = "",
+) -> Path:
+    """Draw the reward and win-rate curves of a run into ``path`` (PNG); return ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, (ax_r, ax_w) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    try:
+        xs, mean = _series(train_rows, "reward/mean")
+        _, std = _series(train_rows, "reward/std")
+        if xs:
+            ax_r.plot(xs, mean, marker="o", ms=3, label="train reward")
+            if len(std) == len(mean):
+                ax_r.fill_between(
+                    xs,
+                    [m - s for m, s in zip(mean, std, strict=True)],
+                    [m + s for m, s in zip(mean, std, strict=True)],
+                    alpha=0.2,
+                )
+        ex, ey = _series(eval_rows, "eval/reward/mean")
+        if ex:
+            ax_r.plot(ex, ey, marker="s", ls="--", label="held-out reward")
+        ax_r.set_ylabel("reward")
+        ax_r.grid(alpha=0.3)
+        ax_r.legend(loc="best", fontsize=8)
+
+        wx, wy = _series(train_rows, "win_rate")
+        if wx:
+            ax_w.plot(wx, wy, marker="o", ms=3, label="train win rate")
+        ewx, ewy = _series(eval_rows, "eval/win_rate")
+        if ewx:
+            ax_w.plot(ewx, ewy, marker="s", ls="--", label="held-out win rate")
+        ax_w.set_ylim(-0.05, 1.05)
+        ax_w.set_xlabel("step (eval: after that many steps)")
+        ax_w.set_ylabel("win rate")
+        ax_w.grid(alpha=0.3)
+        ax_w.legend(loc="best", fontsize=8)
+        if title:
+            fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.stem + ".tmp.png")
+        fig.savefig(tmp, dpi=90)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+    return path
