@@ -1,0 +1,540 @@
+"""Judge-based environments: rubric-graded and pairwise-preference chats, single- or multi-turn.
+
+- :class:`JudgeTask`: one prompt (messages), the rubric it is graded on, and optionally a
+  simulated-user persona and a number of assistant turns (multi-turn).
+- :class:`SimulatedUser`: a guarded ``MessageCompleter`` playing the user (persona as system
+  prompt, roles swapped); it may end the chat early with its end marker.
+- :class:`RubricEnv`: a :class:`~envs.core.ChatEnv`; after the last turn the judge grades the
+  transcript against the rubric; reward = normalised score (or the judge's fallback).
+- :class:`PairwiseEnv`: the same chat, no per-episode reward; :class:`PairwiseGroupBuilder`
+  compares the group's transcripts in a concurrent tournament (reward = win rate).
+- :class:`RubricGroupBuilder`, :class:`PairwiseGroupBuilder`: picklable builders storing judge
+  *configs* and renderer *names*; live judges come from :func:`~envs.judge.judge.get_judge`.
+- :class:`JudgeDatasetBuilder`: a chz ``RLDatasetBuilder`` over a JSONL task file and a rubric file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import chz
+from tinker_cookbook.renderers import Message, Renderer
+from tinker_cookbook.rl.types import EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
+
+from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
+from envs.judge.judge import Judge, JudgeConfig, JudgeResult, get_judge
+from envs.judge.pairwise import TournamentPattern, run_tournament, tournament_pairs
+from envs.judge.rubric import Rubric, grade, load_rubrics
+
+DATA_DIR = Path(__file__).parent / "data"
+"""Shipped prompts (``prompts.jsonl``) and rubrics (``rubrics.json``)."""
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+DEFAULT_FAULTS: Mapping[Fault, FaultPolicy] = {Fault.TRUNCATED: FaultPolicy(reward=0.0, end_episode=False)}
+"""Judge envs grade a truncated answer as it is (the judge sees it was cut); other faults end the episode."""
+
+
+class JudgeEnvKind(StrEnum):
+    """Which reward a judge dataset uses."""
+
+    RUBRIC = "rubric"
+    """Each transcript graded alone against its rubric (reward = normalised score)."""
+    PAIRWISE = "pairwise"
+    """The group's transcripts compared in pairs (reward = win rate)."""
+
+
+@dataclass(frozen=True)
+class JudgeTask:
+    """One prompt of a judge dataset."""
+
+    id: str
+    """Identifier (for logs)."""
+    messages: tuple[Message, ...]
+    """The conversation before the first assistant turn (system and user messages)."""
+    rubric: str = "default"
+    """Name of the rubric it is graded on (in the rubric file)."""
+    persona: str | None = None
+    """Persona of the simulated user (multi-turn tasks)."""
+    turns: int = 1
+    """Assistant turns before the judge grades (> 1 needs a simulated user)."""
+
+    def __post_init__(self) -> None:
+        if not self.messages:
+            raise ValueError(f"judge task {self.id!r} has no messages")
+        if self.turns < 1:
+            raise ValueError(f"judge task {self.id!r}: turns must be >= 1, got {self.turns}")
+        for m in self.messages:
+            if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
+                raise ValueError(
+                    f"judge task {self.id!r}: every message needs 'role' and 'content', got {m!r}"
+                )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, default_id: str = "") -> JudgeTask:
+        """From ``{"id", "prompt" | "messages", "system"?, "rubric"?, "persona"?, "turns"?}``."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a judge task must be a JSON object, got {type(data).__name__}")
+        unknown = set(data) - {"id", "prompt", "messages", "system", "rubric", "persona", "turns"}
+        if unknown:
+            raise ValueError(
+                f"judge task {data.get('id', default_id)!r} has unknown key(s): {', '.join(sorted(unknown))}"
+            )
+        task_id = str(data.get("id", default_id))
+        if ("prompt" in data) == ("messages" in data):
+            raise ValueError(f"judge task {task_id!r} needs exactly one of 'prompt' or 'messages'")
+        messages: list[Message] = []
+        if "system" in data:
+            messages.append({"role": "system", "content": str(data["system"])})
+        if "prompt" in data:
+            messages.append({"role": "user", "content": str(data["prompt"])})
+        else:
+            raw = data["messages"]
+            if not isinstance(raw, list):
+                raise ValueError(f"judge task {task_id!r}: 'messages' must be a list")
+            messages.extend(raw)
+        return cls(
+            id=task_id,
+            messages=tuple(messages),
+            rubric=str(data.get("rubric", "default")),
+            persona=data.get("persona"),
+            turns=int(data.get("turns", 1)),
+        )
+
+
+def load_tasks(path: str | Path) -> list[JudgeTask]:
+    """Tasks from a JSONL file (one :meth:`JudgeTask.from_dict` object per line; blank lines skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"task file not found: {path}")
+    tasks = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from None
+        tasks.append(JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}"))
+    if not tasks:
+        raise ValueError(f"task file {path} holds no tasks")
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------
+# Simulated user
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UserConfig:
+    """A picklable simulated user: the completer playing it and its default persona."""
+
+    model: JudgeConfig
+    """The guarded completer playing the user (its cache is not used: users should vary)."""
+    persona: str = "You are a curious user who asks short follow-up questions."
+    """Persona for tasks that do not give one."""
+    end_marker: str = "<END>"
+    """When the user's reply contains it, the chat ends and is judged."""
+
+
+_USER_INSTRUCTIONS = (
+    "You are role-playing the user in a chat with an AI assistant. Stay in character. "
+    "Write only your next message to the assistant, in one or two sentences. "
+    "If your request has been fully handled, write {end} instead."
+)
+
+
+class SimulatedUser:
+    """Plays the user of a multi-turn chat through a guarded completer (deadline, retries).
+
+    The completer sees the persona as its system prompt and the chat with roles swapped (the
+    policy's replies as ``user`` messages, earlier user messages as its own ``assistant`` turns).
+    """
+
+    def __init__(self, model: Judge, persona: str, end_marker: str = "<END>"):
+        self.model = model
+        self.persona = persona
+        self.end_marker = end_marker
+
+    def prompt(self, conversation: Sequence[Message]) -> list[Message]:
+        """The simulated user's view of ``conversation`` (which ends with an assistant turn)."""
+        system = f"{self.persona}\n\n{_USER_INSTRUCTIONS.format(end=self.end_marker)}"
+        swapped: list[Message] = [{"role": "system", "content": system}]
+        for m in conversation:
+            if m["role"] == "user":
+                swapped.append({"role": "assistant", "content": m["content"]})
+            elif m["role"] == "assistant":
+                swapped.append({"role": "user", "content": m["content"]})
+        return swapped
+
+    async def reply(self, conversation: Sequence[Message]) -> tuple[str | None, JudgeResult]:
+        """The user's next message, or None when the user ends the chat (or could not answer)."""
+        result = await self.model.ask(self.prompt(conversation), _non_empty, use_cache=False)
+        if not result.ok:
+            return None, result
+        text = result.reply.strip()
+        if self.end_marker and self.end_marker in text:
+            return None, result
+        return text, result
+
+
+def _non_empty(text: str) -> float | None:
+    return 1.0 if text.strip() else None
+
+
+# --------------------------------------------------------------------------------------------
+# Envs
+# --------------------------------------------------------------------------------------------
+class JudgedChatEnv(ChatEnv):
+    """A chat of ``task.turns`` assistant turns (a simulated user answers in between), then :meth:`finish`.
+
+    Args:
+        renderer: the policy's renderer.
+        task: the prompt, and the number of turns.
+        user: plays the user between turns (required when ``task.turns > 1``).
+        limits: budgets (``max_turns`` defaults to, and must be at least, ``task.turns``).
+        faults: fault policies (default :data:`DEFAULT_FAULTS`).
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        task: JudgeTask,
+        *,
+        user: SimulatedUser | None = None,
+        limits: EnvLimits | None = None,
+        faults: Mapping[Fault, FaultPolicy] | None = None,
+    ):
+        limits = limits or EnvLimits(max_turns=task.turns)
+        if limits.max_turns < task.turns:
+            raise ValueError(
+                f"limits.max_turns={limits.max_turns} is below task {task.id!r}'s {task.turns} turns"
+            )
+        if task.turns > 1 and user is None:
+            raise ValueError(f"task {task.id!r} has {task.turns} turns and needs a simulated user")
+        super().__init__(renderer, limits=limits, faults=dict(DEFAULT_FAULTS if faults is None else faults))
+        self.task = task
+        self.user = user
+        self.final_transcript: list[Message] | None = None
+        """The whole chat once the episode finished normally (None after an ending fault)."""
+
+    def initial_messages(self) -> list[Message]:
+        return [dict(m) for m in self.task.messages]  # type: ignore[misc]
+
+    @property
+    def response_messages(self) -> list[Message] | None:
+        """What the policy's episode added after the prompt (None if it ended on a fault)."""
+        if self.final_transcript is None:
+            return None
+        return self.final_transcript[len(self.task.messages) :]
+
+    async def on_message(self, message: Message) -> Reply:
+        transcript = [*self.messages, message]
+        metrics: Metrics = {}
+        if self.turn < self.task.turns and self.user is not None:
+            text, result = await self.user.reply(transcript)
+            metrics.update(result.metrics("user/"))
+            if text is not None:
+                return Reply(messages=[{"role": "user", "content": text}], metrics=metrics)
+            metrics["user/ended_early"] = 1.0
+        self.final_transcript = transcript
+        reply = await self.finish(transcript)
+        return Reply(
+            messages=reply.messages,
+            reward=reply.reward,
+            done=True,
+            metrics={**metrics, **reply.metrics},
+            logs=reply.logs,
+            stop_reason=reply.stop_reason,
+        )
+
+    async def finish(self, transcript: list[Message]) -> Reply:
+        """Called once with the whole chat after the last assistant turn; returns the final reply."""
+        return Reply(done=True)
+
+
+class RubricEnv(JudgedChatEnv):
+    """A judged chat whose final reward is the rubric score given by the judge (normalised to [0, 1]).
+
+    Args:
+        renderer, task, user, limits, faults: see :class:`JudgedChatEnv`.
+        rubric: the rubric the judge grades against.
+        judge: the guarded judge.
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        task: JudgeTask,
+        rubric: Rubric,
+        judge: Judge,
+        *,
+        user: SimulatedUser | None = None,
+        limits: EnvLimits | None = None,
+        faults: Mapping[Fault, FaultPolicy] | None = None,
+    ):
+        super().__init__(renderer, task, user=user, limits=limits, faults=faults)
+        self.rubric = rubric
+        self.judge = judge
+
+    async def finish(self, transcript: list[Message]) -> Reply:
+        result = await grade(self.judge, self.rubric, transcript)
+        last = result.results[-1] if result.results else None
+        logs: dict[str, str | int | float] = {"judge_status": str(last.status) if last else ""}
+        if last is not None:
+            logs["judge_reply"] = last.reply[:500]
+            if last.error:
+                logs["judge_error"] = last.error
+        return Reply(done=True, reward=result.score, metrics=result.metrics, logs=logs)
+
+
+class PairwiseEnv(JudgedChatEnv):
+    """A judged chat with no reward of its own: :class:`PairwiseGroupBuilder` compares the group."""
+
+
+# --------------------------------------------------------------------------------------------
+# Group builders
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _renderer(name: str, model_name: str) -> Renderer:
+    from renderers_ext import get_renderer
+
+    return get_renderer(name, model_name)
+
+
+def _simulated_user(config: UserConfig | None, task: JudgeTask) -> SimulatedUser | None:
+    if task.turns <= 1:
+        return None
+    if config is None:
+        raise ValueError(f"task {task.id!r} has {task.turns} turns but the builder has no simulated user")
+    return SimulatedUser(get_judge(config.model), task.persona or config.persona, config.end_marker)
+
+
+@dataclass(frozen=True)
+class RubricGroupBuilder(EnvGroupBuilder):
+    """``group_size`` :class:`RubricEnv` s on one task (picklable: configs and names only)."""
+
+    task: JudgeTask
+    rubric: Rubric
+    judge: JudgeConfig
+    group_size: int
+    renderer_name: str = "qwen3_instruct"
+    model_name: str = DEFAULT_MODEL
+    user: UserConfig | None = None
+    limits: EnvLimits | None = None
+    faults: Mapping[Fault, FaultPolicy] | None = None
+
+    async def make_envs(self) -> Sequence[RubricEnv]:
+        renderer = _renderer(self.renderer_name, self.model_name)
+        judge = get_judge(self.judge)
+        return [
+            RubricEnv(
+                renderer,
+                self.task,
+                self.rubric,
+                judge,
+                user=_simulated_user(self.user, self.task),
+                limits=self.limits,
+                faults=self.faults,
+            )
+            for _ in range(self.group_size)
+        ]
+
+    def logging_tags(self) -> list[str]:
+        return ["judge", "rubric"]
+
+
+def rubric_criteria_text(rubric: Rubric | None) -> str:
+    """A rubric as one line of criteria for a pairwise comparison prompt."""
+    if rubric is None:
+        return ""
+    return "; ".join(f"{c.name} (weight {c.weight:g}): {c.description}" for c in rubric.criteria)
+
+
+@dataclass(frozen=True)
+class PairwiseGroupBuilder(EnvGroupBuilder):
+    """``group_size`` :class:`PairwiseEnv` s on one task; group reward = win rate in a judged tournament.
+
+    The comparisons run concurrently (``concurrent=False`` runs them one after another, for baselines).
+    """
+
+    task: JudgeTask
+    judge: JudgeConfig
+    group_size: int
+    pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
+    rounds: int = 1
+    rubric: Rubric | None = None
+    renderer_name: str = "qwen3_instruct"
+    model_name: str = DEFAULT_MODEL
+    user: UserConfig | None = None
+    limits: EnvLimits | None = None
+    faults: Mapping[Fault, FaultPolicy] | None = None
+    concurrent: bool = True
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"a pairwise group needs group_size >= 2, got {self.group_size}")
+        tournament_pairs(self.group_size, self.pattern, self.rounds)  # validates pattern and rounds
+
+    async def make_envs(self) -> Sequence[PairwiseEnv]:
+        renderer = _renderer(self.renderer_name, self.model_name)
+        return [
+            PairwiseEnv(
+                renderer,
+                self.task,
+                user=_simulated_user(self.user, self.task),
+                limits=self.limits,
+                faults=self.faults,
+            )
+            for _ in range(self.group_size)
+        ]
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Any]
+    ) -> list[tuple[float, Metrics]]:
+        if len(env_group) != len(trajectory_group):
+            raise ValueError(f"{len(env_group)} envs for {len(trajectory_group)} trajectories")
+        responses: list[list[Message]] = []
+        forfeits: list[bool] = []
+        for env in env_group:
+            if not isinstance(env, JudgedChatEnv):
+                raise TypeError(f"PairwiseGroupBuilder needs its own envs, got {type(env).__name__}")
+            response = env.response_messages
+            responses.append(response or [])
+            forfeits.append(response is None)
+        result = await run_tournament(
+            get_judge(self.judge),
+            list(self.task.messages),
+            responses,
+            pattern=self.pattern,
+            rounds=self.rounds,
+            forfeits=forfeits,
+            criteria=rubric_criteria_text(self.rubric),
+            concurrent=self.concurrent,
+        )
+        group_metrics = result.metrics()
+        return [(reward, {**group_metrics, "pairwise/win_rate": reward}) for reward in result.rewards]
+
+    def logging_tags(self) -> list[str]:
+        return ["judge", "pairwise"]
+
+
+# --------------------------------------------------------------------------------------------
+# Datasets
+# --------------------------------------------------------------------------------------------
+class JudgeDataset(RLDataset):
+    """Fixed list of group builders served in batches (the last batch may be short)."""
+
+    def __init__(self, builders: Sequence[EnvGroupBuilder], batch_size: int):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.builders = list(builders)
+        self.batch_size = batch_size
+
+    def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} is outside the dataset's {len(self)} batches")
+        return self.builders[index * self.batch_size : (index + 1) * self.batch_size]
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.builders) / self.batch_size)
+
+
+@chz.chz
+class JudgeDatasetBuilder(RLDatasetBuilder):
+    """Judge env datasets from a JSONL task file and a rubric file (defaults: the shipped ones).
+
+    Tasks are shuffled with ``seed``; the last ``n_test`` form the held-out split. The train split
+    repeats for ``epochs`` passes (reshuffled each pass).
+    """
+
+    kind: JudgeEnvKind = JudgeEnvKind.RUBRIC
+    tasks_path: str = str(DATA_DIR / "prompts.jsonl")
+    rubrics_path: str = str(DATA_DIR / "rubrics.json")
+    judge: JudgeConfig = JudgeConfig(completer=f"local:{DEFAULT_MODEL}")
+    user: UserConfig | None = None
+    batch_size: int = 4
+    group_size: int = 4
+    test_group_size: int = 2
+    renderer_name: str = "qwen3_instruct"
+    model_name: str = DEFAULT_MODEL
+    pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
+    rounds: int = 1
+    n_test: int = 0
+    epochs: int = 1
+    multi_turn: bool = True
+    seed: int = 0
+
+    def tasks(self) -> list[JudgeTask]:
+        """The tasks (multi-turn ones collapsed to one turn when ``multi_turn`` is False)."""
+        tasks = load_tasks(self.tasks_path)
+        if not self.multi_turn:
+            tasks = [JudgeTask(t.id, t.messages, t.rubric, None, 1) for t in tasks]
+        return tasks
+
+    def _user(self) -> UserConfig:
+        if self.user is not None:
+            return self.user
+        return UserConfig(model=self.judge.replace(cache=False, temperature=1.0, judge_id=None))
+
+    def make_group(self, task: JudgeTask, rubrics: Mapping[str, Rubric], group_size: int) -> EnvGroupBuilder:
+        """The group builder of one task."""
+        if task.rubric not in rubrics:
+            raise ValueError(
+                f"task {task.id!r} names rubric {task.rubric!r}; known: {', '.join(sorted(rubrics))}"
+            )
+        user = self._user() if task.turns > 1 else None
+        if self.kind is JudgeEnvKind.PAIRWISE:
+            return PairwiseGroupBuilder(
+                task=task,
+                judge=self.judge,
+                group_size=group_size,
+                pattern=self.pattern,
+                rounds=self.rounds,
+                rubric=rubrics[task.rubric],
+                renderer_name=self.renderer_name,
+                model_name=self.model_name,
+                user=user,
+            )
+        return RubricGroupBuilder(
+            task=task,
+            rubric=rubrics[task.rubric],
+            judge=self.judge,
+            group_size=group_size,
+            renderer_name=self.renderer_name,
+            model_name=self.model_name,
+            user=user,
+        )
+
+    async def __call__(self) -> tuple[JudgeDataset, JudgeDataset | None]:
+        if self.batch_size < 1 or self.group_size < 1 or self.epochs < 1:
+            raise ValueError(
+                f"batch_size, group_size and epochs must be >= 1, got {self.batch_size}, {self.group_size}, {self.epochs}"
+            )
+        rubrics = load_rubrics(self.rubrics_path)
+        tasks = self.tasks()
+        random.Random(self.seed).shuffle(tasks)
+        if not 0 <= self.n_test < len(tasks):
+            raise ValueError(
+                f"n_test must be in [0, {len(tasks) - 1}] for {len(tasks)} tasks, got {self.n_test}"
+            )
+        train_tasks, test_tasks = tasks[: len(tasks) - self.n_test], tasks[len(tasks) - self.n_test :]
+        order: list[JudgeTask] = []
+        rng = random.Random(self.seed + 1)
+        for _ in range(self.epochs):
+            epoch = list(train_tasks)
+            rng.shuffle(epoch)
+            order.extend(epoch)
+        train = JudgeDataset([self.make_group(t, rubrics, self.group_size) for t in order], self.batch_size)
+        if not test_tasks:
+            return train, None
+        test_size = (
+            max(self.test_group_size, 2) if self.kind is JudgeEnvKind.PAIRWISE else self.test_group_size
+        )
+        test = JudgeDataset([self.make_group(t, rubrics, test_size) for t in test_tasks], len(test_tasks))
+        return train, test
