@@ -1,0 +1,189 @@
+"""Configuration of the rollout engine: budgets, error strategies, concurrency, advantages.
+
+Everything here is a frozen dataclass (picklable, hashable, safe to share between tasks).
+Invalid values raise ``ValueError`` with a one-line message at construction time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound} or None, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-rollout budgets. Each one ends the episode with a cookbook ``StopReason``.
+
+    All are optional (``None`` = unlimited). Token budgets follow the cookbook's
+    ``rollout_runner`` semantics: before every sampling call the per-call ``max_tokens`` is the
+    minimum of ``max_turn_tokens``, ``max_trajectory_tokens - len(observation)`` and
+    ``max_sampled_tokens - sampled so far``; a cumulative remainder ``<= 1`` stops the rollout
+    before sampling (``MAX_TOKENS`` for the trajectory budget, ``MAX_SAMPLED_TOKENS`` for the
+    sampled one).
+    """
+
+    max_turns: int | None = None
+    """Policy calls before ``StopReason.MAX_TURNS`` (checked before each call)."""
+    max_trajectory_tokens: int | None = None
+    """Cap on observation + next action length (``StopReason.MAX_TOKENS``)."""
+    max_sampled_tokens: int | None = None
+    """Cap on the total number of sampled tokens (``StopReason.MAX_SAMPLED_TOKENS``)."""
+    max_turn_tokens: int | None = None
+    """Per-call cap passed to the completer as ``max_tokens`` (never stops the rollout)."""
+    rollout_timeout_s: float | None = None
+    """Wall-clock deadline of one rollout. Graceful: the trajectory collected so far is kept,
+    with ``StopReason.ROLLOUT_TIMEOUT`` (the in-flight turn is dropped)."""
+    sample_timeout_s: float | None = None
+    """Deadline of one sampling call. Raises :class:`SampleTimeout` (a failure, retryable),
+    because a timed-out call leaves no usable turn."""
+    step_timeout_s: float | None = None
+    """Deadline of one ``env.step`` / ``env.initial_observation`` call. Raises
+    :class:`StepTimeout` (a failure, retryable)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_trajectory_tokens", "max_sampled_tokens", "max_turn_tokens"):
+            _positive(name, getattr(self, name))
+        for name in ("rollout_timeout_s", "sample_timeout_s", "step_timeout_s"):
+            _positive(name, getattr(self, name))
+
+
+class StrategyKind(StrEnum):
+    """How a group reacts to the failure of one of its rollouts."""
+
+    FAIL_FAST = "fail_fast"
+    """The first failure fails the whole group (its other rollouts are cancelled)."""
+    RETRY = "retry"
+    """A failed rollout is retried on a fresh env (from ``make_envs``) up to ``max_retries``
+    times per group; once the budget is spent, the next failure fails the group."""
+    MIN_VIABLE = "min_viable"
+    """Failures are retried while the floor is unmet and the budget lasts; the group is kept
+    (with its survivors only) when at least ``min_successful`` rollouts succeed."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Error strategy of a group. Build with :meth:`fail_fast`, :meth:`retry`, :meth:`min_viable`."""
+
+    kind: StrategyKind = StrategyKind.FAIL_FAST
+    """Which strategy."""
+    max_retries: int = 0
+    """Retry budget shared by all rollouts of a group (``RETRY`` / ``MIN_VIABLE``)."""
+    min_successful: int | None = None
+    """Floor of ``MIN_VIABLE`` (``None``: ``ceil(0.75 * group size)``, the cookbook default)."""
+    abort_batch: bool = False
+    """Raise :class:`BatchAborted` (cancelling the rest of the batch) when a group fails,
+    instead of recording the failure and going on."""
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.min_successful is not None and self.min_successful < 1:
+            raise ValueError(f"min_successful must be >= 1 or None, got {self.min_successful}")
+        if self.kind == StrategyKind.FAIL_FAST and self.max_retries:
+            raise ValueError("fail_fast takes no retries; use Strategy.retry(n)")
+        if self.kind != StrategyKind.MIN_VIABLE and self.min_successful is not None:
+            raise ValueError("min_successful only applies to Strategy.min_viable(k)")
+
+    @classmethod
+    def fail_fast(cls, *, abort_batch: bool = False) -> Strategy:
+        """Any failure fails the group (and the batch too, with ``abort_batch``)."""
+        return cls(StrategyKind.FAIL_FAST, abort_batch=abort_batch)
+
+    @classmethod
+    def retry(cls, max_retries: int = 3, *, abort_batch: bool = False) -> Strategy:
+        """Retry failed rollouts on fresh envs, ``max_retries`` per group."""
+        return cls(StrategyKind.RETRY, max_retries=max_retries, abort_batch=abort_batch)
+
+    @classmethod
+    def min_viable(cls, min_successful: int | None = None, max_retries: int = 0) -> Strategy:
+        """Keep a group when at least ``min_successful`` of its rollouts succeed."""
+        return cls(StrategyKind.MIN_VIABLE, max_retries=max_retries, min_successful=min_successful)
+
+
+class ExtensionCheck(StrEnum):
+    """How the run-time extension check compares observations (see ``rollout._extension``)."""
+
+    FULL = "full"
+    """Exact: the whole previous observation + action is compared with the new observation's
+    prefix (one C-level list comparison per turn, no ``to_ints()`` copies)."""
+    BOUNDARY = "boundary"
+    """O(window) per turn: lengths, the action tokens and ``window`` tokens on each side of the
+    previous observation's end and at the start. Catches every break that shifts or rewrites
+    content near the boundary (re-tokenisation, stripped thinking, changed templates); may miss
+    an in-place edit of the same length far from both ends."""
+    OFF = "off"
+    """No check (breaks are still found, later and without diagnosis, by datum assembly)."""
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Everything the engine needs besides the envs and the policy.
+
+    Args mirror the fields; see each field's docstring.
+    """
+
+    budget: Budget = field(default_factory=Budget)
+    """Per-rollout budgets and deadlines."""
+    strategy: Strategy = field(default_factory=Strategy)
+    """Error strategy of every group."""
+    max_concurrent_samples: int | None = 64
+    """Global cap on in-flight sampling calls (``None``: unlimited)."""
+    max_concurrent_env_steps: int | None = None
+    """Global cap on in-flight ``env.step`` calls (``None``: unlimited)."""
+    max_concurrent_groups: int | None = None
+    """Cap on groups running at once (``None``: all groups of a batch start together)."""
+    compaction_period: int | None = None
+    """Wrap every ``envs.core.ChatEnv``'s renderer in ``CompactingRenderer(renderer, period)``."""
+    extension_check: ExtensionCheck = ExtensionCheck.FULL
+    """Run-time extension check mode."""
+    boundary_window: int = 16
+    """Tokens compared on each side of the boundary in ``ExtensionCheck.BOUNDARY`` mode."""
+    reward_timeout_s: float | None = None
+    """Deadline of ``compute_group_rewards`` (raises :class:`RewardTimeout`: the group fails)."""
+    cleanup_timeout_s: float | None = 60.0
+    """Deadline of the (shielded) ``cleanup`` call; a timeout is recorded as a failure."""
+    set_completed_stop_reason: bool = True
+    """Record ``StopReason.COMPLETED`` when an env ends an episode without a ``stop/`` metric."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_concurrent_samples", "max_concurrent_env_steps", "max_concurrent_groups"):
+            _positive(name, getattr(self, name))
+        _positive("compaction_period", self.compaction_period)
+        _positive("reward_timeout_s", self.reward_timeout_s)
+        _positive("cleanup_timeout_s", self.cleanup_timeout_s)
+        if self.boundary_window < 1:
+            raise ValueError(f"boundary_window must be >= 1, got {self.boundary_window}")
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """How rewards become per-token advantages in :func:`rollout.assemble`.
+
+    Default (all off): the cookbook's ``compute_advantages``: total reward minus the group mean,
+    the same scalar on every action token of a trajectory.
+    """
+
+    normalize_std: bool = False
+    """Divide group-centred advantages by the group's reward std (population) + ``eps``."""
+    eps: float = 1e-6
+    """Added to the std before dividing."""
+    discount: float | None = None
+    """Per-turn discounting: turn ``t`` of a trajectory gets ``G_t - mean_group(G_0)`` where
+    ``G_t = sum_{k>=t} discount**(k-t) * r_k`` (the group reward is added to the last turn's
+    reward). ``None``: one scalar per trajectory (cookbook behaviour)."""
+    drop_constant_groups: bool = False
+    """Skip groups whose total rewards are all equal (no gradient signal); counted in metrics."""
+
+    def __post_init__(self) -> None:
+        if self.discount is not None and not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1] or None, got {self.discount}")
+        if self.eps <= 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")

@@ -1,0 +1,328 @@
+"""One rollout: the hot loop (sample -> step -> record -> check), budgets, deadlines, gates.
+
+Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
+
+- No cancel scope is opened per turn unless a per-call deadline is configured; the rollout
+  deadline is one ``anyio.move_on_after`` around the whole loop.
+- Global limiters are :class:`Gate` s: a ``CapacityLimiter`` taken with
+  ``acquire_on_behalf_of_nowait`` first, which costs no event-loop round trip when a slot is
+  free, and falls back to the blocking (fair, FIFO) acquire only when the limiter is full. The
+  plain ``async with limiter`` does two extra checkpoints per call (measured: halves the
+  throughput of a zero-latency loop); the bound on concurrency is the same either way, because
+  ``acquire_nowait`` refuses when anyone is queued. A gate whose limit is ``None`` is skipped.
+- Token-budget arithmetic runs only when a token budget is set.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import tinker
+from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+from tinker_cookbook.rl.rollout_runner import stop_reason_from_metrics
+from tinker_cookbook.rl.types import (
+    STOP_METRIC_PREFIX,
+    ActionExtra,
+    Env,
+    InitialObservationOverflow,
+    StepResult,
+    StopReason,
+    Trajectory,
+    Transition,
+)
+
+from renderers_ext import CompactingRenderer
+from rollout._budget import cumulative_stop, effective_budget, has_token_budget, per_call_max_tokens
+from rollout._config import Budget, ExtensionCheck, RolloutConfig
+from rollout._extension import ExtensionTracker
+from rollout._results import InvalidCompletion, SampleTimeout, StepTimeout, TrajectoryStats
+
+METRIC_EXT_BREAK = "rollout/ext_break"
+"""1.0 on a transition whose *next* observation broke the extension property."""
+LOG_EXT_BREAK = "ext_break"
+"""Transition log key holding the break's description (decoded diff when unexpected)."""
+
+
+class Gate:
+    """A global cap on concurrent calls of one kind (``None``: no cap, zero cost).
+
+    Created lazily inside the event loop (anyio limiters belong to one loop).
+    """
+
+    __slots__ = ("limit", "limiter")
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.limiter: anyio.CapacityLimiter | None = anyio.CapacityLimiter(limit) if limit else None
+
+    @property
+    def in_use(self) -> int:
+        """Slots currently held."""
+        return int(self.limiter.borrowed_tokens) if self.limiter is not None else 0
+
+    async def acquire(self, borrower: object) -> None:
+        """Take a slot for ``borrower`` (no checkpoint when one is free)."""
+        limiter = self.limiter
+        assert limiter is not None
+        try:
+            limiter.acquire_on_behalf_of_nowait(borrower)
+        except anyio.WouldBlock:
+            await limiter.acquire_on_behalf_of(borrower)
+
+    def release(self, borrower: object) -> None:
+        """Give the slot back."""
+        assert self.limiter is not None
+        self.limiter.release_on_behalf_of(borrower)
+
+
+def apply_compaction(env: Env, period: int) -> bool:
+    """Wrap a ``ChatEnv``'s renderer in ``CompactingRenderer(renderer, period)``; True if done.
+
+    Other envs are left alone (their observation is not built by our token-in/token-out base,
+    so swapping the renderer would not compact consistently).
+    """
+    from envs.core import ChatEnv  # local: envs is an optional layer above rollout
+
+    if isinstance(env, ChatEnv) and not isinstance(env.renderer, CompactingRenderer):
+        env.renderer = CompactingRenderer(env.renderer, period)
+        return True
+    return False
+
+
+class _State:
+    """What a rollout has collected so far (read by the deadline path)."""
+
+    __slots__ = ("ob", "sampled", "transitions", "turns")
+
+    def __init__(self) -> None:
+        self.transitions: list[Transition] = []
+        self.ob: tinker.ModelInput = tinker.ModelInput.empty()
+        self.sampled = 0
+        self.turns = 0
+
+
+async def _sample(
+    policy: TokenCompleter,
+    ob: tinker.ModelInput,
+    stop: StopCondition,
+    max_tokens: int | None,
+    gate: Gate | None,
+    borrower: object,
+    timeout: float | None,
+) -> TokensWithLogprobs:
+    if gate is not None:
+        await gate.acquire(borrower)
+    try:
+        if timeout is None:
+            if max_tokens is None:
+                return await policy(ob, stop)
+            return await policy(ob, stop, max_tokens=max_tokens)
+        try:
+            with anyio.fail_after(timeout):
+                if max_tokens is None:
+                    return await policy(ob, stop)
+                return await policy(ob, stop, max_tokens=max_tokens)
+        except TimeoutError as e:
+            raise SampleTimeout(f"sampling call exceeded sample_timeout_s={timeout}") from e
+    finally:
+        if gate is not None:
+            gate.release(borrower)
+
+
+async def _env_call(coro: Any, gate: Gate | None, borrower: object, timeout: float | None, what: str) -> Any:
+    if gate is not None:
+        await gate.acquire(borrower)
+    try:
+        if timeout is None:
+            return await coro
+        try:
+            with anyio.fail_after(timeout):
+                return await coro
+        except TimeoutError as e:
+            raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}") from e
+    finally:
+        if gate is not None:
+            gate.release(borrower)
+        coro.close()  # no-op once awaited; avoids "never awaited" if the gate wait was cancelled
+
+
+def _stop_transition(state: _State, reason: str) -> None:
+    """Mark the last transition terminal with ``stop/<reason>`` (or add an empty one)."""
+    key = f"{STOP_METRIC_PREFIX}{reason}"
+    if state.transitions:
+        last = state.transitions[-1]
+        metrics = {k: v for k, v in last.metrics.items() if not k.startswith(STOP_METRIC_PREFIX)}
+        metrics[key] = 1.0
+        last.episode_done = True
+        last.metrics = metrics
+    else:
+        state.transitions.append(
+            Transition(
+                ob=tinker.ModelInput.empty(),
+                ac=TokensWithLogprobs(tokens=[], maybe_logprobs=[]),
+                reward=0.0,
+                episode_done=True,
+                metrics={key: 1.0},
+            )
+        )
+
+
+async def _loop(
+    env: Env,
+    policy: TokenCompleter,
+    budget: Budget,
+    config: RolloutConfig,
+    state: _State,
+    tracker: ExtensionTracker | None,
+    sample_gate: Gate | None,
+    step_gate: Gate | None,
+) -> str:
+    """Run the episode; return its stop reason (transitions accumulate in ``state``)."""
+    borrower = state  # one in-flight call of each kind per rollout
+    step_timeout = budget.step_timeout_s
+    sample_timeout = budget.sample_timeout_s
+    if step_gate is None and step_timeout is None:
+        initial = await env.initial_observation()
+    else:
+        initial = await _env_call(
+            env.initial_observation(), step_gate, borrower, step_timeout, "initial_observation"
+        )
+    if isinstance(initial, InitialObservationOverflow):
+        state.transitions.append(
+            Transition(
+                ob=tinker.ModelInput.empty(),
+                ac=TokensWithLogprobs(tokens=[], maybe_logprobs=[]),
+                reward=initial.reward,
+                episode_done=True,
+                metrics=dict(initial.metrics),
+                logs=dict(initial.logs),
+            )
+        )
+        return stop_reason_from_metrics(initial.metrics) or StopReason.MAX_TOKENS
+    ob, stop = initial
+    state.ob = ob
+    if tracker is not None:
+        tracker.start(ob)
+    transitions = state.transitions
+    max_turns = budget.max_turns
+    token_budget = has_token_budget(budget)
+    plain_sample = sample_gate is None and sample_timeout is None
+    plain_step = step_gate is None and step_timeout is None
+    turn = 0
+    sampled = 0
+    while True:
+        if max_turns is not None and turn >= max_turns:
+            _stop_transition(state, StopReason.MAX_TURNS)
+            return StopReason.MAX_TURNS
+        max_tokens = None
+        if token_budget:
+            reason = cumulative_stop(budget, ob.length, sampled)
+            if reason is not None:
+                _stop_transition(state, reason)
+                return reason
+            max_tokens = per_call_max_tokens(budget, ob.length, sampled)
+        if plain_sample:
+            ac = await (policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens))
+        else:
+            ac = await _sample(policy, ob, stop, max_tokens, sample_gate, borrower, sample_timeout)
+        tokens = ac.tokens
+        if type(tokens) is not list:
+            tokens = ac.tokens = list(tokens)
+        logprobs = ac.maybe_logprobs
+        if logprobs is not None and len(logprobs) != len(tokens):
+            raise InvalidCompletion(f"completer returned {len(tokens)} tokens but {len(logprobs)} logprobs")
+        extra = ActionExtra(stop_reason=ac.stop_reason)
+        if plain_step:
+            result: StepResult = await env.step(tokens, extra=extra)
+        else:
+            result = await _env_call(
+                env.step(tokens, extra=extra), step_gate, borrower, step_timeout, "env.step"
+            )  # type: ignore[arg-type]
+        transition = Transition(
+            ob=ob,
+            ac=ac,
+            reward=result.reward,
+            episode_done=result.episode_done,
+            metrics=result.metrics,
+            logs=result.logs,
+        )
+        transitions.append(transition)
+        turn += 1
+        sampled += len(tokens)
+        state.sampled = sampled
+        state.turns = turn
+        if tracker is not None:
+            tracker.acted(len(tokens))
+        if result.episode_done:
+            reason = stop_reason_from_metrics(result.metrics)
+            if reason is None:
+                if not config.set_completed_stop_reason:
+                    return ""
+                transition.metrics = {**result.metrics, f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0}
+                reason = StopReason.COMPLETED
+            state.ob = result.next_observation
+            return reason
+        ob = result.next_observation
+        stop = result.next_stop_condition
+        state.ob = ob
+        if tracker is not None:
+            brk = tracker.observe(tokens, ob, turn, env)
+            if brk is not None:
+                transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
+                transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
+
+
+async def run_rollout(
+    env: Env,
+    policy: TokenCompleter,
+    config: RolloutConfig | None = None,
+    *,
+    sample_gate: Gate | None = None,
+    step_gate: Gate | None = None,
+) -> tuple[Trajectory, TrajectoryStats]:
+    """Run one episode of ``env`` with ``policy``; return the cookbook ``Trajectory`` + stats.
+
+    Budgets and deadlines come from ``config.budget`` (unset fields fall back to the env's own
+    ``rollout_limits``, as in the cookbook). Budget stops and the rollout deadline end the
+    episode gracefully with their ``StopReason``; a sampling/step deadline, a completer or env
+    exception propagates (the group's strategy decides what happens).
+    """
+    config = config or RolloutConfig()
+    t0 = time.monotonic()
+    budget = effective_budget(config.budget, env)
+    if config.compaction_period is not None:
+        apply_compaction(env, config.compaction_period)
+    state = _State()
+    tracker = ExtensionTracker(config.extension_check, config.boundary_window)
+    if config.extension_check is ExtensionCheck.OFF:
+        tracker_used: ExtensionTracker | None = None
+    else:
+        tracker_used = tracker
+    sgate = sample_gate if sample_gate is not None and sample_gate.limiter is not None else None
+    egate = step_gate if step_gate is not None and step_gate.limiter is not None else None
+    reason: str | None = None
+    if budget.rollout_timeout_s is None:
+        reason = await _loop(env, policy, budget, config, state, tracker_used, sgate, egate)
+    else:
+        with anyio.move_on_after(budget.rollout_timeout_s):
+            reason = await _loop(env, policy, budget, config, state, tracker_used, sgate, egate)
+        if reason is None:  # the deadline fired: keep what was collected, drop the in-flight turn
+            reason = StopReason.ROLLOUT_TIMEOUT
+            _stop_transition(state, reason)
+    if tracker_used is not None:
+        tracker.close()
+    trajectory = Trajectory(transitions=state.transitions, final_ob=state.ob, stop_reason=reason or None)
+    stats = TrajectoryStats(
+        turns=state.turns,
+        sampled_tokens=state.sampled,
+        breaks=tuple(tracker.breaks),
+        datums=tracker.datums,
+        tokens_trained=tracker.tokens_trained,
+        tokens_unique=tracker.tokens_unique,
+        tokens_per_turn=tracker.tokens_per_turn,
+        stop_reason=reason or "",
+        elapsed_s=time.monotonic() - t0,
+    )
+    return trajectory, stats
