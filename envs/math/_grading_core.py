@@ -17,6 +17,7 @@ import contextlib
 import json
 import re
 import sys
+from decimal import Decimal
 from fractions import Fraction
 
 # --- extraction ------------------------------------------------------------------------------
@@ -100,7 +101,8 @@ _NUM = r"-?\d+(?:\.\d+)?"
 _WHOLE_TEXT = re.compile(_TEXT_COMMANDS + r"\{([^{}]*)\}")
 _TRAILING_TEXT = re.compile(r"^(.*?\S)\s*" + _TEXT_COMMANDS + r"\{[^{}]*\}$")
 _LHS = re.compile(r"^[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?\s*=\s*(?!=)(.+)$")
-_TRAILING_WORD = re.compile(r"^(.*\d)\s*([a-zA-Z]+)$")
+_TRAILING_WORD = re.compile(r"^(.*?[^\sa-zA-Z\\]|.*\s)\s*([a-zA-Z]{2,}|(?<=\s)[a-zA-Z])$")
+_SCIENTIFIC = re.compile(r"-?\d{1,20}(?:\.\d{1,20})?[eE][+-]?\d{1,2}")
 _THOUSANDS = re.compile(r"^(-?)(\d{1,3}(?:,\d{3})+)(\.\d+)?$")
 _FRAC_BRACED = re.compile(r"\\frac\{(" + _NUM + r")\}\{(" + _NUM + r")\}")
 _FRAC_SHORT = re.compile(r"\\frac(\d)(\d)")
@@ -141,15 +143,17 @@ def normalize_answer(text: str) -> str:
     m = _LHS.match(s)
     if m:
         s = m.group(1).strip()
-    for _ in range(3):  # "12 square feet"
-        m = _TRAILING_WORD.match(s)
-        if not m or m.group(2).lower() not in _UNITS:
+    for _ in range(3):  # "12 square feet", "10cm"
+        m = _TRAILING_WORD.match(s) if len(s) <= 200 else None
+        if not m or m.group(2).lower() not in _UNITS or not re.search(r"\d", m.group(1)):
             break
         s = m.group(1).strip()
     if s.startswith("+"):
         s = s[1:].lstrip()
     s = _CMD_SPACE.sub(lambda m: m.group(1) + "\x00", s)
     s = re.sub(r"\s+", "", s).replace("\x00", " ")
+    if _SCIENTIFIC.fullmatch(s):
+        s = format(Decimal(s), "f")
     m = _THOUSANDS.fullmatch(s)
     if m:
         s = m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")

@@ -1,0 +1,290 @@
+"""Grader: normalisation, equivalence on tricky pairs (equal and not equal), timeouts, non-blocking."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+import anyio
+import pytest
+
+from envs.math import Grader, GraderConfig, GradeStatus, extract_boxed, normalize_answer
+
+# (answer, reference): must grade as equal.
+EQUAL = [
+    ("1,000", "1000"),
+    ("1{,}000", "1000"),
+    ("12,345,678", "12345678"),
+    ("\\frac12", "0.5"),
+    ("\\frac{1}{2}", "1/2"),
+    ("\\dfrac{3}{4}", "0.75"),
+    ("\\tfrac{3}{4}", "\\frac34"),
+    ("\\frac{6}{8}", "\\frac{3}{4}"),
+    ("-\\frac{1}{2}", "-0.5"),
+    ("\\frac{-1}{2}", "-\\frac12"),
+    ("2.50", "2.5"),
+    ("3.0", "3"),
+    ("007", "7"),
+    (".5", "0.5"),
+    ("-0", "0"),
+    ("+5", "5"),
+    ("\u22123", "-3"),
+    ("- 3", "-3"),
+    ("50\\%", "50"),
+    ("50%", "50"),
+    ("\\$5.00", "5"),
+    ("$12$", "12"),
+    ("10 \\text{ cm}", "10"),
+    ("10\\text{cm}", "10"),
+    ("12 square feet", "12"),
+    ("5 apples", "5"),
+    ("90^\\circ", "90"),
+    ("90^{\\circ}", "90"),
+    ("x = 5", "5"),
+    ("y=-2", "-2"),
+    ("\\boxed{42}", "42"),
+    ("\\left( 1, 2 \\right)", "(1,2)"),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt3}{2}"),
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+    ("\\sqrt{12}", "2\\sqrt3"),
+    ("x+1", "1+x"),
+    ("2x+3", "3+2x"),
+    ("(x+1)^2", "x^2+2x+1"),
+    ("2^{10}", "1024"),
+    ("\\frac{1}{3}", "0.333333"),
+    ("\\pi/2", "\\frac{\\pi}{2}"),
+    ("\\{1,2,3\\}", "\\{3,2,1\\}"),
+    ("\\text{(B)}", "B"),
+    ("(C)", "C"),
+    ("\\text{Monday}", "monday"),
+    ("1\\,000", "1000"),
+    ("3\\!\\cdot\\!4", "12"),
+    ("4.", "4"),
+    ("1.000", "1"),
+    ("\\frac{10}{4}", "2.5"),
+    ("6/4", "3/2"),
+    ("1e3", "1000"),
+    ("\\displaystyle\\frac{2}{3}", "2/3"),
+    ("5\\ \\text{dollars}", "5"),
+    ("0.1", "\\frac{1}{10}"),
+    ("2\\times 3", "6"),
+]
+
+# (answer, reference): must grade as NOT equal.
+NOT_EQUAL = [
+    ("3", "4"),
+    ("-7", "7"),
+    ("1000", "100"),
+    ("1,001", "1000"),
+    ("\\frac{1}{3}", "0.33"),
+    ("0.5", "0.55"),
+    ("2.5", "25"),
+    ("\\frac{3}{4}", "\\frac{4}{3}"),
+    ("\\sqrt{2}", "2"),
+    ("\\sqrt{8}", "3\\sqrt{2}"),
+    ("x+1", "x-1"),
+    ("(x+1)^2", "x^2+1"),
+    ("2x", "x^2"),
+    ("\\pi", "3.14"),
+    ("[1,2)", "[1,2]"),
+    ("(1,2)", "(2,1)"),
+    ("\\{1,2\\}", "\\{1,3\\}"),
+    ("B", "C"),
+    ("\\text{Monday}", "Tuesday"),
+    ("-\\frac{1}{2}", "\\frac12"),
+    ("2^{10}", "1000"),
+    ("12", "1.2"),
+    ("10", "100\\%"),
+    ("0", "1"),
+    ("e", "2.71"),
+    ("", "5"),
+    ("\\frac{1}{0}", "1"),
+    ("x", "y"),
+]
+
+
+def _grade_all(pairs: list[tuple[str, str]], grader: Grader) -> list[tuple[str, str, bool, GradeStatus]]:
+    async def main() -> list[tuple[str, str, bool, GradeStatus]]:
+        await grader.warmup()
+        out = []
+        for a, b in pairs:
+            r = await grader.grade(a, b)
+            out.append((a, b, r.correct, r.status))
+        return out
+
+    return anyio.run(main)
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with Grader(GraderConfig(workers=2, timeout_s=10.0)) as g:
+        yield g
+
+
+def test_enough_tricky_pairs():
+    assert len(EQUAL) + len(NOT_EQUAL) >= 60
+    assert len(set(EQUAL) | set(NOT_EQUAL)) == len(EQUAL) + len(NOT_EQUAL)
+
+
+def test_equal_pairs_grade_correct(grader):
+    results = _grade_all(EQUAL, grader)
+    wrong = [(a, b, s) for a, b, ok, s in results if not ok]
+    assert not wrong, f"graded as different: {wrong}"
+
+
+def test_equal_pairs_grade_correct_reversed(grader):
+    results = _grade_all([(b, a) for a, b in EQUAL], grader)
+    wrong = [(a, b, s) for a, b, ok, s in results if not ok]
+    assert not wrong, f"graded as different: {wrong}"
+
+
+def test_unequal_pairs_grade_wrong(grader):
+    results = _grade_all(NOT_EQUAL, grader)
+    right = [(a, b, s) for a, b, ok, s in results if ok]
+    assert not right, f"graded as equal: {right}"
+
+
+def test_unequal_pairs_grade_wrong_reversed(grader):
+    results = _grade_all([(b, a) for a, b in NOT_EQUAL], grader)
+    right = [(a, b, s) for a, b, ok, s in results if ok]
+    assert not right, f"graded as equal: {right}"
+
+
+def test_statuses_are_counted(grader):
+    before = grader.stats
+    results = _grade_all([("1,000", "1000"), ("x+1", "1+x"), ("3", "4")], grader)
+    after = grader.stats
+    assert [s for *_, s in results] == [GradeStatus.FAST, GradeStatus.SYMBOLIC, GradeStatus.FAST]
+    assert after.graded - before.graded == 3
+    assert after.fast - before.fast == 2
+    assert after.symbolic - before.symbolic == 1
+    assert after.correct - before.correct == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("so \\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"),
+        ("\\boxed{1} then \\boxed{2}", "2"),
+        ("\\boxed{a{b}c}", "a{b}c"),
+        ("\\boxed 7 is it", "7"),
+        ("\\fbox{9}", "9"),
+        ("no box here", None),
+        ("\\boxed{unclosed", None),
+    ],
+)
+def test_extract_boxed(text, expected):
+    assert extract_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("\\dfrac{3}{4}", "3/4"),
+        ("1,234,567.50", "1234567.5"),
+        ("\\$ 1{,}000", "1000"),
+        ("x = \\left(2\\right)", "(2)"),
+        ("7 \\text{ meters}", "7"),
+        ("\\pi r", "\\pi r"),
+    ],
+)
+def test_normalize_answer(raw, canonical):
+    assert normalize_answer(raw) == canonical
+
+
+def test_too_long_and_missing_answers_are_wrong_without_a_worker():
+    async def main():
+        with Grader(GraderConfig(max_chars=50)) as g:
+            long = await g.grade("1" * 51, "1" * 51)
+            missing = await g.grade(None, "5")
+            assert g._idle == [] and g._booting == []  # no worker was needed
+            return long, missing
+
+    long, missing = anyio.run(main)
+    assert (long.correct, long.status) == (False, GradeStatus.TOO_LONG)
+    assert (missing.correct, missing.status) == (False, GradeStatus.FAST)
+
+
+POWER_TOWER = "2^{2^{2^{2^{2^{2}}}}}"
+
+
+@pytest.mark.parametrize("soft", [0.8, 0.0], ids=["soft-interrupt", "hard-kill"])
+def test_power_tower_is_cut_off_and_the_grader_recovers(soft):
+    """A hung sympy check is cut off by the timeout, scored wrong and counted; the next
+    grading works. ``soft=0`` disables the worker's own alarm so the parent must kill it."""
+
+    async def main():
+        with Grader(GraderConfig(workers=1, timeout_s=1.0, soft_timeout_fraction=soft)) as g:
+            await g.warmup()
+            t0 = time.monotonic()
+            bad = await g.grade(POWER_TOWER, "1")
+            elapsed = time.monotonic() - t0
+            good = await g.grade("x+1", "1+x")
+            return bad, elapsed, good, g.stats
+
+    bad, elapsed, good, stats = anyio.run(main)
+    assert (bad.correct, bad.status) == (False, GradeStatus.TIMEOUT)
+    assert elapsed < 5.0  # generous: the timeout is 1 s
+    assert stats.timed_out == 1
+    if soft == 0.0:
+        assert stats.restarts == 1
+    assert good.correct and good.status is GradeStatus.SYMBOLIC
+
+
+def test_event_loop_keeps_running_during_a_hung_grading():
+    """While a pathological check runs, other tasks keep getting scheduled."""
+
+    async def main():
+        ticks = 0
+
+        async def ticker(stop: anyio.Event):
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        with Grader(GraderConfig(workers=1, timeout_s=1.0, soft_timeout_fraction=0.0)) as g:
+            await g.warmup()
+            stop = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker, stop)
+                result = await g.grade(POWER_TOWER, "1")
+                stop.set()
+            return result, ticks
+
+    result, ticks = anyio.run(main)
+    assert result.status is GradeStatus.TIMEOUT
+    assert ticks >= 20  # ~100 expected in 1 s; a blocked loop gives 1
+
+
+def test_concurrent_gradings_queue_on_a_small_pool():
+    async def main():
+        with Grader(GraderConfig(workers=2, timeout_s=10.0)) as g:
+            results: list[bool] = [False] * 12
+
+            async def one(i: int):
+                results[i] = (await g.grade(f"x+{i}", f"{i}+x")).correct
+
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(one, i)
+            return results, g.stats
+
+    results, stats = anyio.run(main)
+    assert all(results)
+    assert stats.symbolic + stats.fast == 12
+
+
+def test_grader_pickles_as_its_config_and_close_is_final():
+    g = Grader(GraderConfig(workers=3, timeout_s=1.5))
+    copy = pickle.loads(pickle.dumps(g))
+    assert copy.config == g.config and copy is not g
+    g.close()
+    copy.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        anyio.run(g.grade, "1", "1")
+
+
+def test_bad_config_is_one_clear_error():
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        GraderConfig(workers=0)
