@@ -219,6 +219,7 @@ class Grader:
         self._booting: list[_Worker] = []
         self._dead: list[_Worker] = []
         self._busy = 0
+        self._spawning = 0
         self._closed = False
         self._next_id = 0
         self._counts: dict[str, int] = dict.fromkeys(GraderStats.__dataclass_fields__, 0)
@@ -231,11 +232,24 @@ class Grader:
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> Grader:
         """Start the worker processes now (they import sympy in the background). Returns self."""
-        with self._lock:
-            self._check_open()
-            while len(self._idle) + len(self._booting) + self._busy < self.config.workers:
-                self._booting.append(_Worker(self.config.worker_memory_mb))
-        return self
+        while True:
+            with self._lock:
+                self._check_open()
+                have = len(self._idle) + len(self._booting) + self._busy + self._spawning
+                if have >= self.config.workers:
+                    return self
+                self._spawning += 1
+            try:
+                worker = _Worker(self.config.worker_memory_mb)  # outside the lock: fork + exec
+            finally:
+                with self._lock:
+                    self._spawning -= 1
+            with self._lock:
+                if not self._closed:
+                    self._booting.append(worker)
+                    continue
+            worker.kill()
+            return self
 
     async def warmup(self) -> None:
         """Start the workers and wait until they are all ready to grade."""
@@ -357,10 +371,17 @@ class Grader:
                     if pool:
                         self._busy += 1
                         return pool.pop(0)
-                if self._busy < self.config.workers:
+                spawn = self._busy + self._spawning < self.config.workers
+                if spawn:
                     self._busy += 1
+            if spawn:
+                try:
                     return _Worker(self.config.worker_memory_mb)
-            await anyio.sleep(0.01)  # only when several event loops share one grader
+                except BaseException:
+                    with self._lock:
+                        self._busy -= 1
+                    raise
+            await anyio.sleep(0.01)  # a replacement is being spawned, or several loops share the pool
 
     def _checkin(self, worker: _Worker, clean: bool) -> None:
         with self._lock:
@@ -372,8 +393,12 @@ class Grader:
             self._dead = [w for w in self._dead if not w.reap()]
             self._dead.append(worker)
         worker.kill()
-        if not self._closed:
-            self.start()  # replacement boots while others grade
+        if not self._closed:  # the replacement is spawned off the event loop, boots while others grade
+            threading.Thread(target=self._start_quietly, name="grader-respawn", daemon=True).start()
+
+    def _start_quietly(self) -> None:
+        with contextlib.suppress(RuntimeError, OSError):
+            self.start()
 
     def _check_open(self) -> None:
         if self._closed:
