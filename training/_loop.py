@@ -301,15 +301,7 @@ class _Run:
     async def _train_step(self, step: int, batch: SampledBatch, *, wait_seconds: float, end: int) -> None:
         config = self.config
         t_step = time.monotonic()
-        metrics: dict[str, Any] = {}
-        metrics.update(
-            group_metrics(
-                batch.groups, win_metric=config.win_metric, tags=[b.logging_tags() for b in batch.builders]
-            )
-        )
-        all_datums, n_traj = to_datums(batch.groups)
-        metrics["datums_per_trajectory"] = len(all_datums) / n_traj if n_traj else 0.0
-        metrics["groups/failed"] = float(batch.failed)
+        metrics: dict[str, Any] = self._batch_metrics(batch)
         metrics["sampling/staleness"] = float(step - batch.sampler_step)
         metrics["time/sample"] = batch.seconds
         metrics["time/wait_sample"] = wait_seconds
@@ -319,7 +311,8 @@ class _Run:
         if config.remove_constant_reward_groups:
             groups = [g for g in groups if not _all_same(g.get_total_rewards())]
         metrics["groups/trained"] = float(len(groups))
-        datums, _ = to_datums(groups) if groups else ([], 0)
+        datums, assembly = to_datums(groups) if groups else ([], {})
+        metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
         lr = config.lr_at(step)
         metrics["optim/lr"] = lr
@@ -343,6 +336,16 @@ class _Run:
         done = step + 1
         if done == end or (config.save_every and done % config.save_every == 0):
             await self._save(done, final=done == end)
+
+    def _batch_metrics(self, batch: SampledBatch) -> dict[str, Any]:
+        """Env-level metrics of a sampled batch plus the engine's accounting (``rollout/``)."""
+        tags = [b.logging_tags() for b in batch.builders]
+        metrics: dict[str, Any] = group_metrics(batch.groups, win_metric=self.config.win_metric, tags=tags)
+        metrics.update({f"rollout/{k}": v for k, v in batch.metrics.items()})
+        metrics["datums_per_trajectory"] = batch.metrics.get("traj/datums_per_traj", 0.0)
+        metrics["extension_breaks"] = batch.metrics.get("traj/ext_breaks", metrics["extension_breaks"])
+        metrics["groups/failed"] = float(batch.failed)
+        return metrics
 
     async def _optimize(self, datums: list[tinker.Datum], lr: float) -> dict[str, float]:
         config = self.config
@@ -396,10 +399,7 @@ class _Run:
             temperature=self.config.eval_temperature,
             sampler_step=self.sampler_step,
         )
-        metrics = group_metrics(
-            batch.groups, win_metric=self.config.win_metric, tags=[b.logging_tags() for b in batch.builders]
-        )
-        metrics["groups/failed"] = float(batch.failed)
+        metrics = self._batch_metrics(batch)
         metrics["time"] = time.monotonic() - t
         row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})
         write_transcripts(

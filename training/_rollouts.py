@@ -1,7 +1,9 @@
 """The seam between the loop and the rollout engine: batches of groups in, trajectory groups out.
 
-Everything the loop needs from rollouts goes through :func:`sample_batch` and
-:func:`to_datums`, so switching engines touches only this module.
+Everything the loop needs from rollouts goes through :func:`sample_batch` (the ``rollout``
+package's :class:`~rollout.RolloutEngine`: concurrent groups, per-turn token budget, failure
+accounting, run-time extension check) and :func:`to_datums` (:func:`rollout.assemble`, i.e. the
+cookbook's advantages and ``trajectory_to_data``), so switching engines touches only this module.
 """
 
 from __future__ import annotations
@@ -11,18 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import tinker
 from tinker_cookbook.completers import TinkerTokenCompleter
-from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
-from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
+
+from rollout import AdvantageConfig, Budget, RolloutConfig, RolloutEngine, Strategy, assemble
 
 logger = logging.getLogger(__name__)
 
 
 class AllGroupsFailedError(RuntimeError):
-    """Every group of a batch raised during rollout (the first error is chained)."""
+    """Every group of a batch failed during rollout (the first error is in the message)."""
 
 
 @dataclass
@@ -38,9 +39,11 @@ class SampledBatch:
     seconds: float
     """Wall-clock time of the rollouts."""
     failed: int = 0
-    """Groups lost to an exception."""
+    """Groups lost to a failure."""
     errors: list[str] = field(default_factory=list)
     """One line per failed group."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The engine's batch summary (``rollout.summarize`` keys)."""
 
 
 async def sample_batch(
@@ -50,61 +53,48 @@ async def sample_batch(
     max_tokens: int,
     temperature: float,
     sampler_step: int,
+    max_retries: int = 1,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
-    A group that raises is dropped and counted; when all groups raise,
-    :class:`AllGroupsFailedError` is raised with the first error.
+    A failed rollout is retried on a fresh env (``max_retries`` per group); a group that still
+    fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
     """
     policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
-    results: list[TrajectoryGroup | BaseException | None] = [None] * len(builders)
-
-    async def one(i: int, builder: EnvGroupBuilder) -> None:
-        try:
-            results[i] = await do_group_rollout(builder, policy)
-        except Exception as exc:  # one bad group must not kill the run
-            results[i] = exc
-
-    start = anyio.current_time()
-    async with anyio.create_task_group() as tg:
-        for i, builder in enumerate(builders):
-            tg.start_soon(one, i, builder)
-    seconds = anyio.current_time() - start
-
-    ok_builders: list[EnvGroupBuilder] = []
-    groups: list[TrajectoryGroup] = []
-    errors: list[BaseException] = []
-    for builder, result in zip(builders, results, strict=True):
-        if isinstance(result, TrajectoryGroup):
-            ok_builders.append(builder)
-            groups.append(result)
-        elif isinstance(result, BaseException):
-            errors.append(result)
-    if builders and not groups:
+    config = RolloutConfig(
+        budget=Budget(max_turn_tokens=max_tokens),
+        strategy=Strategy.retry(max_retries) if max_retries else Strategy.fail_fast(),
+        max_concurrent_samples=None,
+    )
+    result = await RolloutEngine(policy, config).run_batch(list(builders))
+    kept = [o for o in result.outcomes if o.group is not None]
+    failures = [o.failure for o in result.outcomes if o.failure is not None]
+    errors = [f"{f.error_type}: {f.error_message}" for f in failures]
+    if builders and not kept:
         raise AllGroupsFailedError(
-            f"all {len(builders)} groups failed; first error: {errors[0]!r}"
-        ) from errors[0]
-    for exc in errors:
-        logger.warning("a rollout group failed: %r", exc)
+            f"all {len(builders)} groups failed; first error: {errors[0] if errors else '?'}"
+        )
+    for line in errors:
+        logger.warning("a rollout group failed: %s", line)
     return SampledBatch(
-        builders=ok_builders,
-        groups=groups,
+        builders=[o.builder for o in kept],
+        groups=[o.group for o in kept if o.group is not None],
         sampler_step=sampler_step,
-        seconds=seconds,
-        failed=len(errors),
-        errors=[f"{type(e).__name__}: {e}" for e in errors],
+        seconds=result.elapsed_s,
+        failed=len(failures),
+        errors=errors,
+        metrics=dict(result.metrics),
     )
 
 
-def to_datums(groups: Sequence[TrajectoryGroup]) -> tuple[list[tinker.Datum], int]:
-    """Training datums of ``groups`` (group-centred advantages) and the number of trajectories.
+def to_datums(groups: Sequence[TrajectoryGroup]) -> tuple[list[tinker.Datum], dict[str, float]]:
+    """Training datums of ``groups`` (group-centred advantages) and assembly metrics.
 
-    Datums keep the cookbook's ``mask`` input (needed for the KL metrics); strip it with
+    Datums keep the ``mask`` input (needed for the KL metrics); strip it with
     :func:`without_mask` before sending them to a trainer.
     """
-    advantages = compute_advantages(list(groups))
-    datums, _meta = assemble_training_data(list(groups), advantages)
-    return datums, sum(len(g.trajectories_G) for g in groups)
+    assembled = assemble(list(groups), AdvantageConfig())
+    return assembled.datums, assembled.metrics
 
 
 def without_mask(datum: tinker.Datum) -> tinker.Datum:
