@@ -446,6 +446,12 @@ register_completer("openai", _openai_factory)
 # --------------------------------------------------------------------------------------------
 # The judge
 # --------------------------------------------------------------------------------------------
+@dataclass
+class _Flight:
+    done: anyio.Event
+    result: JudgeResult | None = None
+
+
 class Judge:
     """A guarded judge: concurrency cap, deadline, retries, fallback, cache (see the module doc).
 
@@ -472,6 +478,7 @@ class Judge:
         self.cache = cache if config.cache else None
         self.stats = JudgeStats()
         self._limiters: dict[Any, anyio.CapacityLimiter] = {}
+        self._in_flight: dict[tuple[Any, str], _Flight] = {}
 
     @property
     def completer(self) -> MessageCompleter:
@@ -509,18 +516,53 @@ class Judge:
             prompt: the messages sent to the judge.
             parse: reply text -> value, or None when unparseable (an exception counts as None).
             namespace: what the value means (e.g. rubric fingerprint + parser); part of the cache key.
-            use_cache: consult and fill the cache (when the config enables it).
+            use_cache: consult and fill the cache (when the config enables it). With the cache on,
+                identical concurrent calls share one judge call (single flight); its fallback too.
         """
         start = time.monotonic()
-        cfg = self.config
-        key = ""
-        if use_cache and self.cache is not None:
-            key = cache_key(cfg.id, namespace, prompt)
-            hit = self.cache.get(key)
+        if not (use_cache and self.cache is not None):
+            result = await self._call(prompt, parse, "", start)
+            self.stats.add(result)
+            return result
+        cache = self.cache
+        key = cache_key(self.config.id, namespace, prompt)
+        flight_key = (anyio.lowlevel.current_token(), key)
+        while True:  # single flight: identical concurrent calls wait for the first one
+            hit = cache.get(key)
             if hit is not None:
                 result = JudgeResult(value=hit[0], status=JudgeStatus.CACHED, reply=hit[1])
                 self.stats.add(result)
                 return result
+            flight = self._in_flight.get(flight_key)
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.result is not None and not flight.result.ok:
+                shared = flight.result
+                result = JudgeResult(
+                    value=shared.value,
+                    status=JudgeStatus.FALLBACK,
+                    reply=shared.reply,
+                    latency_s=time.monotonic() - start,
+                    error=f"shared: {shared.error}",
+                )
+                self.stats.add(result)
+                return result
+            # the first call succeeded (now cached) or was cancelled (then this one calls)
+        flight = _Flight(anyio.Event())
+        self._in_flight[flight_key] = flight
+        try:
+            flight.result = await self._call(prompt, parse, key, start)
+        finally:
+            del self._in_flight[flight_key]
+            flight.done.set()
+        self.stats.add(flight.result)
+        return flight.result
+
+    async def _call(
+        self, prompt: Sequence[Message], parse: ScoreParser, key: str, start: float
+    ) -> JudgeResult:
+        cfg = self.config
         completer = self.completer
         attempts = timeouts = errors = unparseable = 0
         reply_text, error = "", ""
@@ -565,7 +607,6 @@ class Judge:
             )
             if key and self.cache is not None:
                 self.cache.put(key, result.value, reply_text)
-            self.stats.add(result)
             return result
         result = JudgeResult(
             value=cfg.fallback_reward,
@@ -578,7 +619,6 @@ class Judge:
             latency_s=time.monotonic() - start,
             error=error,
         )
-        self.stats.add(result)
         return result
 
 
