@@ -198,7 +198,8 @@ class ChatEnv(Env):
         prev_len = len(self._tokens)
         self.turn += 1
         message, fault = decode_action(self.renderer, action)
-        if fault is None and extra is not None and extra.get("stop_reason") == "length":
+        # a sample cut by max_tokens lacks its stop token, so it also parses as malformed: truncated wins
+        if fault in (None, Fault.MALFORMED) and extra is not None and extra.get("stop_reason") == "length":
             fault = Fault.TRUNCATED
         metrics: Metrics = {}
         fault_reward = 0.0
