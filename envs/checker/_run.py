@@ -1,0 +1,616 @@
+"""The conformance run: builds envs from a source, plays scripted and hypothesis-drawn episodes.
+
+Everything async runs on one event loop in a helper thread (an anyio blocking portal), so
+:func:`check_conformance` is a plain function that also works inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import numbers
+import os
+import pickle
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import tinker
+from anyio.abc import TaskStatus
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, InitialObservationOverflow, StepResult
+from tinker_cookbook.tokenizer_utils import Tokenizer
+
+from envs.checker._report import CheckName, CheckResult, ConformanceReport, Outcome
+from envs.checker._strategies import WELL_FORMED_TEXTS, env_actions, well_formed_action
+from envs.gym._adapter import EnvSource, find_tokenizer, make_env_group, resolve_builder
+from renderers_ext import check_extension, extension_expected
+
+_HEALTH = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+]
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Knobs of a conformance run."""
+
+    examples: int = 40
+    """Hypothesis-drawn episodes (each plays drawn actions until the episode ends)."""
+    seed: int = 0
+    """Seed of the scripted episodes and of hypothesis."""
+    max_action_tokens: int = 256
+    """Length of max-length actions (the sampler's ``max_tokens``)."""
+    block_threshold_s: float = 0.5
+    """A step that blocks the event loop longer than this fails :attr:`CheckName.NON_BLOCKING`."""
+    max_steps: int = 64
+    """Turn budget assumed for envs that declare none."""
+    step_timeout_s: float = 60.0
+    """A step that does not return within this is a hang (fails :attr:`CheckName.NO_RAISE`)."""
+    scripted_episodes: int = 2
+    """Episodes of clean replies only (these check the extension property)."""
+    fail_fast: bool = True
+    """Stop drawing episodes at the first failure (False: keep going, count every crash)."""
+    tokenizer: Tokenizer | None = None
+    """The policy tokenizer when the env exposes none (``env.renderer.tokenizer``)."""
+
+
+def declared_budget(env: Env, default: int) -> tuple[int, str]:
+    """The turn budget ``env`` declares, and where it was found."""
+    limits = getattr(env, "limits", None)
+    turns = getattr(limits, "max_turns", None)
+    if isinstance(turns, int) and not isinstance(turns, bool):
+        return turns, "env.limits.max_turns"
+    turns = getattr(env, "max_turns", None)
+    if isinstance(turns, int) and not isinstance(turns, bool):
+        return turns, "env.max_turns"
+    return default, "undeclared; checker max_steps"
+
+
+def describe_action(action: Sequence[int], tokenizer: Tokenizer | None) -> str:
+    """A short readable description of an action (ids and decoded text)."""
+    if not action:
+        return "[] (empty)"
+    ids = ", ".join(map(str, action[:8])) + (", …" if len(action) > 8 else "")
+    text = ""
+    if tokenizer is not None:
+        decoded = tokenizer.decode(list(action))
+        text = f" = {decoded[:60]!r}" + ("…" if len(decoded) > 60 else "")
+    return f"{len(action)} tokens [{ids}]{text}"
+
+
+def describe_exception(error: BaseException) -> str:
+    """``Type: message (at file:line in function)`` for the innermost frame."""
+    where = ""
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {message}{where}" if message else f"{type(error).__name__}{where}"
+
+
+def pickle_problem(obj: Any) -> str | None:
+    """None when ``obj`` round-trips through pickle, else what breaks (naming the culprit field)."""
+    try:
+        pickle.loads(pickle.dumps(obj))
+        return None
+    except Exception as error:
+        culprit = ""
+        fields = getattr(obj, "__dict__", None)
+        if isinstance(fields, dict):
+            for name, value in fields.items():
+                try:
+                    pickle.dumps(value)
+                except Exception:
+                    culprit = f"field {name!r} ({type(value).__name__}) cannot be pickled: "
+                    break
+        return f"{type(obj).__name__}: {culprit}{describe_exception(error)}"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _finite(x: Any) -> bool:
+    return _is_number(x) and math.isfinite(float(x))
+
+
+def stop_condition_problem(stop: Any, *, allow_empty: bool = False) -> str | None:
+    """What is wrong with a stop condition (None when it is a list of ints or of strings)."""
+    if not isinstance(stop, list):
+        return f"stop condition is a {type(stop).__name__}, not a list"
+    if not stop:
+        return None if allow_empty else "stop condition is empty: sampling would only stop at max_tokens"
+    if not (all(isinstance(s, int) for s in stop) or all(isinstance(s, str) and s for s in stop)):
+        return f"stop condition mixes types or has empty strings: {stop!r}"
+    return None
+
+
+def tokens_problem(model_input: Any, vocab: int | None, what: str) -> tuple[list[int] | None, str | None]:
+    """The tokens of ``model_input``, or what is wrong with it."""
+    if not isinstance(model_input, tinker.ModelInput):
+        return None, f"{what} is a {type(model_input).__name__}, not a tinker.ModelInput"
+    try:
+        tokens = list(model_input.to_ints())
+    except Exception as error:
+        return None, f"{what} is not text-only: {describe_exception(error)}"
+    if vocab is not None:
+        bad = next((t for t in tokens if not 0 <= t < vocab), None)
+        if bad is not None:
+            return None, f"{what} holds token id {bad}, outside the vocabulary [0, {vocab})"
+    return tokens, None
+
+
+def step_result_problem(result: Any, vocab: int | None) -> str | None:
+    """What is wrong with the types of a step result (None when nothing)."""
+    if not isinstance(result, StepResult):
+        return f"step returned a {type(result).__name__}, not a StepResult"
+    if not _is_number(result.reward):
+        return f"reward is a {type(result.reward).__name__} ({result.reward!r}), not a number"
+    if not isinstance(result.episode_done, bool):
+        return f"episode_done is a {type(result.episode_done).__name__}, not a bool"
+    _, problem = tokens_problem(result.next_observation, vocab, "next_observation")
+    if problem:
+        return problem
+    problem = stop_condition_problem(result.next_stop_condition, allow_empty=result.episode_done)
+    if problem:
+        return f"next_stop_condition: {problem}"
+    if not isinstance(result.metrics, dict) or not all(
+        isinstance(k, str) and _is_number(v) for k, v in result.metrics.items()
+    ):
+        return f"metrics must map str to numbers, got {result.metrics!r:.120}"
+    if not isinstance(result.logs, dict):
+        return f"logs is a {type(result.logs).__name__}, not a dict"
+    return None
+
+
+class _LagMonitor:
+    """Measures the longest stretch the event loop went without running this ticker."""
+
+    def __init__(self, interval: float = 0.005):
+        self.interval = interval
+        self.max_gap = 0.0
+        self._last = 0.0
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._last = time.monotonic()
+        task_status.started()
+        while True:
+            await anyio.sleep(self.interval)
+            self._tick()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.max_gap = max(self.max_gap, now - self._last - self.interval)
+        self._last = now
+
+
+@dataclass(frozen=True)
+class _StepOutcome:
+    result: Any
+    error: BaseException | None
+    blocked_s: float
+
+
+class ConformanceRun:
+    """One conformance run over a source (use :func:`check_conformance`, or this for fuzzing)."""
+
+    def __init__(self, portal: BlockingPortal, source: EnvSource, config: CheckConfig):
+        self.portal = portal
+        self.source = source
+        self.config = config
+        self.failures: dict[CheckName, str] = {}
+        self.notes: dict[CheckName, str] = {}
+        self.skips: dict[CheckName, str] = {}
+        self.tokenizer: Tokenizer | None = config.tokenizer
+        self.vocab: int | None = None
+        self.actions = 0
+        self.episodes = 0
+        self.crashes = 0
+        self.extension_turns = 0
+        self.longest_episode = 0
+        self.budget_seen: tuple[int, str] | None = None
+        self.max_blocked = 0.0
+        self.rewards: list[float] = []
+        self.stop_reasons: Counter[str] = Counter()
+        self._strategies: dict[tuple[Any, ...], st.SearchStrategy[list[int]]] = {}
+
+    # --- bookkeeping ---------------------------------------------------------------------
+    def fail(self, check: CheckName, detail: str) -> None:
+        """Record the first failure of ``check``."""
+        self.failures.setdefault(check, detail)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether fail-fast fuzzing should stop drawing."""
+        return self.config.fail_fast and bool(self.failures)
+
+    # --- the run -------------------------------------------------------------------------
+    def run(self) -> None:
+        """All checks, in order; a failure that makes later checks meaningless skips them."""
+        made = self._build(self.config.seed)
+        if made is None:
+            return
+        problem = pickle_problem(made) if isinstance(made, EnvGroupBuilder) else "a single Env, not a builder"
+        if problem:
+            self.fail(CheckName.PICKLE, f"pickle round trip failed: {problem}")
+        else:
+            self.notes[CheckName.PICKLE] = f"{len(pickle.dumps(made))} bytes round-trip"
+        envs = self._make_envs(made)
+        if envs is None:
+            self._cleanup_quietly(made)
+            return
+        if self.tokenizer is None:
+            self.tokenizer = find_tokenizer(made) or next((t for t in map(find_tokenizer, envs) if t), None)
+        self.vocab = len(self.tokenizer) if self.tokenizer is not None else None
+        ok = self._check_initial(envs)
+        self._cleanup_quietly(made)
+        if not ok:
+            return
+        if self.tokenizer is None:
+            for check in (CheckName.NO_RAISE, CheckName.EXTENSION):
+                self.skips[check] = "no tokenizer: the env has no .renderer.tokenizer (pass tokenizer=)"
+            return
+        for i in range(self.config.scripted_episodes):
+            if self.stopped:
+                break
+            self._scripted_episode(self.config.seed + i, offset=i)
+        if not self.stopped and self.config.examples > 0:
+            self.fuzz(self.config.examples, self.config.seed)
+        self._check_cleanup()
+
+    def _build(self, seed: int) -> EnvGroupBuilder | Env | None:
+        try:
+            return self.portal.call(resolve_builder, self.source, seed)
+        except Exception as error:
+            self.fail(
+                CheckName.MAKE_ENVS,
+                f"building the env group (seed {seed}) raised {describe_exception(error)}",
+            )
+            return None
+
+    def _make_envs(self, made: EnvGroupBuilder | Env) -> Sequence[Env] | None:
+        try:
+            envs = self.portal.call(make_env_group, made)
+        except Exception as error:
+            self.fail(CheckName.MAKE_ENVS, f"make_envs() raised {describe_exception(error)}")
+            return None
+        if not isinstance(envs, Sequence) or isinstance(envs, str):
+            self.fail(CheckName.MAKE_ENVS, f"make_envs() returned a {type(envs).__name__}, not a sequence")
+            return None
+        if not envs:
+            self.fail(CheckName.MAKE_ENVS, "make_envs() returned no envs")
+            return None
+        for i, env in enumerate(envs):
+            if not isinstance(env, Env):
+                self.fail(CheckName.MAKE_ENVS, f"make_envs()[{i}] is a {type(env).__name__}, not an Env")
+                return None
+            for method in ("initial_observation", "step"):
+                if not inspect.iscoroutinefunction(getattr(env, method)):
+                    self.fail(CheckName.MAKE_ENVS, f"{type(env).__name__}.{method} is not async")
+                    return None
+        if len({id(e) for e in envs}) != len(envs):
+            self.fail(
+                CheckName.MAKE_ENVS, "make_envs() returned the same Env object twice (envs are single-use)"
+            )
+            return None
+        kinds = sorted({type(e).__name__ for e in envs})
+        self.notes[CheckName.MAKE_ENVS] = f"{len(envs)} env(s) of {', '.join(kinds)}"
+        return envs
+
+    def _check_initial(self, envs: Sequence[Env]) -> bool:
+        lengths: list[int] = []
+        for i, env in enumerate(envs):
+            try:
+                first = self.portal.call(env.initial_observation)
+            except Exception as error:
+                self.fail(
+                    CheckName.INITIAL_OBSERVATION,
+                    f"env {i}: initial_observation() raised {describe_exception(error)}",
+                )
+                return False
+            if isinstance(first, InitialObservationOverflow):
+                lengths.append(-1)
+                continue
+            if not isinstance(first, tuple) or len(first) != 2:
+                self.fail(
+                    CheckName.INITIAL_OBSERVATION,
+                    f"env {i}: initial_observation() returned a {type(first).__name__}, "
+                    "not (ModelInput, StopCondition) or InitialObservationOverflow",
+                )
+                return False
+            tokens, problem = tokens_problem(first[0], self.vocab, "the initial observation")
+            problem = problem or stop_condition_problem(first[1])
+            if problem is None and not tokens:
+                problem = "the initial observation is empty"
+            if problem:
+                self.fail(CheckName.INITIAL_OBSERVATION, f"env {i}: {problem}")
+                return False
+            lengths.append(len(tokens or []))
+        shown = ", ".join("overflow" if n < 0 else str(n) for n in lengths[:4])
+        self.notes[CheckName.INITIAL_OBSERVATION] = (
+            f"prompt tokens per env: {shown}{', …' if len(lengths) > 4 else ''}"
+        )
+        return True
+
+    # --- episodes ------------------------------------------------------------------------
+    async def _step(self, env: Env, action: list[int]) -> _StepOutcome:
+        monitor = _LagMonitor()
+        result: Any = None
+        error: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            await tg.start(monitor.run)
+            try:
+                with anyio.fail_after(self.config.step_timeout_s):
+                    result = await env.step(action)
+            except TimeoutError:
+                error = TimeoutError(f"step did not return within {self.config.step_timeout_s:g}s")
+            except Exception as e:
+                error = e
+            finally:
+                monitor._tick()
+                tg.cancel_scope.cancel()
+        return _StepOutcome(result, error, monitor.max_gap)
+
+    def play(
+        self,
+        seed: int,
+        next_action: Callable[[int, StopCondition], list[int]],
+        *,
+        check_extension_property: bool,
+    ) -> None:
+        """Play one episode of env 0 of the group built for ``seed``, recording every finding."""
+        made = self._build(seed)
+        if made is None:
+            return
+        try:
+            envs = self.portal.call(make_env_group, made)
+            env = envs[0]
+            first = self.portal.call(env.initial_observation)
+        except Exception as error:
+            self.fail(
+                CheckName.MAKE_ENVS,
+                f"seed {seed}: building or starting the env raised {describe_exception(error)}",
+            )
+            self._cleanup_quietly(made)
+            return
+        self.episodes += 1
+        if isinstance(first, InitialObservationOverflow):
+            self._cleanup(made)
+            return
+        observation, stop = first
+        obs_tokens = list(observation.to_ints())
+        budget, source = declared_budget(env, self.config.max_steps)
+        self.budget_seen = (budget, source)
+        renderer = getattr(env, "renderer", None)
+        tokenizer = self.tokenizer
+        steps = 0
+        while True:
+            if steps >= budget:
+                self.fail(
+                    CheckName.EPISODE_BUDGET,
+                    f"seed {seed}: episode not over after {steps} steps (budget {budget}, {source})",
+                )
+                break
+            action = next_action(steps + 1, stop)
+            outcome = self.portal.call(self._step, env, action)
+            steps += 1
+            self.actions += 1
+            what = f"seed {seed}, turn {steps}, action {describe_action(action, tokenizer)}"
+            self.max_blocked = max(self.max_blocked, outcome.blocked_s)
+            if outcome.blocked_s > self.config.block_threshold_s:
+                self.fail(
+                    CheckName.NON_BLOCKING,
+                    f"step blocked the event loop for {outcome.blocked_s:.2f}s "
+                    f"(threshold {self.config.block_threshold_s:g}s): {what}",
+                )
+            if outcome.error is not None:
+                self.crashes += 1
+                self.fail(CheckName.NO_RAISE, f"step raised {describe_exception(outcome.error)}; {what}")
+                break
+            result = outcome.result
+            problem = step_result_problem(result, self.vocab)
+            if problem:
+                self.fail(CheckName.STEP_TYPES, f"{problem}; {what}")
+                break
+            if not _finite(result.reward):
+                self.fail(CheckName.FINITE_REWARDS, f"reward {result.reward!r}; {what}")
+            bad_metric = next(((k, v) for k, v in result.metrics.items() if not _finite(v)), None)
+            if bad_metric is not None:
+                self.fail(CheckName.FINITE_REWARDS, f"metric {bad_metric[0]!r} = {bad_metric[1]!r}; {what}")
+            self.rewards.append(float(result.reward))
+            if result.episode_done:
+                reason = next(
+                    (k[5:] for k, v in result.metrics.items() if k.startswith("stop/") and v), "none"
+                )
+                self.stop_reasons[reason] += 1
+                break
+            next_tokens = list(result.next_observation.to_ints())
+            if check_extension_property and renderer is not None and extension_expected(renderer, steps):
+                report = check_extension(obs_tokens, action, next_tokens, tokenizer)
+                self.extension_turns += 1
+                if not report.ok:
+                    self.fail(
+                        CheckName.EXTENSION,
+                        f"seed {seed}, turn {steps} ({type(renderer).__name__}): {report}",
+                    )
+            obs_tokens, stop = next_tokens, result.next_stop_condition
+        self.longest_episode = max(self.longest_episode, steps)
+        self._cleanup(made)
+
+    def _scripted_episode(self, seed: int, offset: int) -> None:
+        assert self.tokenizer is not None
+        tokenizer = self.tokenizer
+        texts = [t for t in WELL_FORMED_TEXTS if t and not t.startswith(("Guess", "Final"))]
+
+        def next_action(turn: int, stop: StopCondition) -> list[int]:
+            return well_formed_action(texts[(turn + offset) % len(texts)], tokenizer, stop)
+
+        self.play(seed, next_action, check_extension_property=True)
+
+    def _actions_for(self, stop: StopCondition) -> st.SearchStrategy[list[int]]:
+        key = tuple(stop)
+        if key not in self._strategies:
+            assert self.tokenizer is not None
+            self._strategies[key] = env_actions(
+                self.tokenizer, stop, max_length=self.config.max_action_tokens
+            )
+        return self._strategies[key]
+
+    def fuzz(self, examples: int, seed: int) -> None:
+        """Play ``examples`` hypothesis-drawn episodes (seeded by ``seed``)."""
+
+        @hypothesis_seed(seed)
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=_HEALTH,
+            print_blob=False,
+        )
+        @given(episode_seed=st.integers(0, 2**31 - 1), data=st.data())
+        def episode(episode_seed: int, data: st.DataObject) -> None:
+            if self.stopped:
+                return
+
+            def next_action(turn: int, stop: StopCondition) -> list[int]:
+                return data.draw(self._actions_for(stop), label=f"action {turn}")
+
+            self.play(episode_seed, next_action, check_extension_property=False)
+
+        episode()
+
+    # --- cleanup -------------------------------------------------------------------------
+    def _cleanup(self, made: EnvGroupBuilder | Env) -> None:
+        if not isinstance(made, EnvGroupBuilder):
+            return
+        try:
+            self.portal.call(made.cleanup)
+        except Exception as error:
+            self.fail(CheckName.CLEANUP, f"cleanup() raised {describe_exception(error)}")
+
+    def _cleanup_quietly(self, made: EnvGroupBuilder | Env) -> None:
+        if isinstance(made, EnvGroupBuilder):
+            with contextlib.suppress(Exception):
+                self.portal.call(made.cleanup)
+
+    def _check_cleanup(self) -> None:
+        made = self._build(self.config.seed)
+        if not isinstance(made, EnvGroupBuilder):
+            self.skips.setdefault(CheckName.CLEANUP, "a single Env has no cleanup()")
+            return
+        try:
+            self.portal.call(make_env_group, made)
+        except Exception as error:
+            self.fail(CheckName.MAKE_ENVS, f"make_envs() raised {describe_exception(error)}")
+            return
+        for call in ("first", "second"):
+            try:
+                self.portal.call(made.cleanup)
+            except Exception as error:
+                self.fail(CheckName.CLEANUP, f"the {call} cleanup() call raised {describe_exception(error)}")
+                return
+        self.notes.setdefault(CheckName.CLEANUP, "cleanup() twice after make_envs(): no error")
+
+    # --- report --------------------------------------------------------------------------
+    def results(self) -> tuple[CheckResult, ...]:
+        """One result per check: the first failure, else a skip reason, else the pass evidence."""
+        out: list[CheckResult] = []
+        defaults = self._pass_details()
+        for check in CheckName:
+            if check in self.failures:
+                out.append(CheckResult(check, Outcome.FAIL, self.failures[check]))
+            elif check in self.skips:
+                out.append(CheckResult(check, Outcome.SKIP, self.skips[check]))
+            elif check in self.notes:
+                out.append(CheckResult(check, Outcome.PASS, self.notes[check]))
+            elif check in defaults:
+                outcome, detail = defaults[check]
+                out.append(CheckResult(check, outcome, detail))
+            else:
+                out.append(CheckResult(check, Outcome.SKIP, "not reached (an earlier check failed)"))
+        return tuple(out)
+
+    def _pass_details(self) -> dict[CheckName, tuple[Outcome, str]]:
+        if self.actions == 0:
+            return {}
+        out: dict[CheckName, tuple[Outcome, str]] = {}
+        covered = f"{self.actions} actions over {self.episodes} episodes"
+        out[CheckName.NO_RAISE] = (Outcome.PASS, covered)
+        out[CheckName.STEP_TYPES] = (Outcome.PASS, covered)
+        if self.rewards:
+            out[CheckName.FINITE_REWARDS] = (
+                Outcome.PASS,
+                f"rewards in [{min(self.rewards):g}, {max(self.rewards):g}] over {len(self.rewards)} steps",
+            )
+        if self.budget_seen is not None:
+            budget, source = self.budget_seen
+            out[CheckName.EPISODE_BUDGET] = (
+                Outcome.PASS,
+                f"longest episode {self.longest_episode} steps (budget {budget}, {source}); "
+                f"stop reasons {dict(self.stop_reasons.most_common(4))}",
+            )
+        out[CheckName.NON_BLOCKING] = (
+            Outcome.PASS,
+            f"longest event-loop block {self.max_blocked * 1000:.0f} ms "
+            f"(threshold {self.config.block_threshold_s * 1000:.0f} ms)",
+        )
+        if self.extension_turns:
+            out[CheckName.EXTENSION] = (
+                Outcome.PASS,
+                f"held on {self.extension_turns} turns of clean replies",
+            )
+        else:
+            out[CheckName.EXTENSION] = (
+                Outcome.SKIP,
+                "no turn where the renderer claims the extension property (no .renderer, "
+                "has_extension_property False, or single-turn episodes)",
+            )
+        return out
+
+
+def check_conformance(
+    source: EnvSource, config: CheckConfig | None = None, *, target: str | None = None
+) -> ConformanceReport:
+    """Run every :class:`CheckName` check on ``source`` and return the report.
+
+    Args:
+        source: an ``EnvGroupBuilder``, an ``RLDataset`` or an env factory (see
+            :func:`envs.gym.resolve_builder`; a factory gets the episode seed).
+        config: knobs (:class:`CheckConfig`).
+        target: the name shown in the report (default: a repr of ``source``).
+    """
+    config = config or CheckConfig()
+    start = time.monotonic()
+    with start_blocking_portal() as portal:
+        run = ConformanceRun(portal, source, config)
+        run.run()
+    return ConformanceReport(
+        target=target or _name(source),
+        results=run.results(),
+        actions=run.actions,
+        episodes=run.episodes,
+        crashes=run.crashes,
+        seconds=time.monotonic() - start,
+        stats={"longest_episode": run.longest_episode, "stop_reasons": dict(run.stop_reasons)},
+    )
+
+
+def _name(source: Any) -> str:
+    name = getattr(source, "__qualname__", None) or type(source).__qualname__
+    module = getattr(source, "__module__", None) or type(source).__module__
+    return f"{module}:{name}"

@@ -1,0 +1,103 @@
+"""Public test helpers for env authors: hypothesis strategies and a one-call conformance assertion.
+
+Property-test your own env in three lines::
+
+    from envs.testing import assert_env_conforms
+
+    def test_my_env_conforms():
+        assert_env_conforms(MyEnvGroupBuilder(secret=7))
+
+Strategies:
+
+- conversations: :func:`conversations` (thinking or not), :func:`tool_call_conversations`,
+  :func:`messages`, :func:`assistant_messages`, :func:`thinking_contents`, :func:`texts`;
+- actions: :func:`env_actions` (random, empty, invalid UTF-8, max length, stop token alone,
+  well-formed; :class:`ActionKind`), :func:`token_actions` (raw token sequences);
+- env configs: :func:`env_limits`, :func:`fault_policies`.
+
+Also :func:`cookbook_twenty_questions` (tinker-cookbook's own env with a :class:`ScriptedAnswerer`),
+an example of checking a cookbook-style env offline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.checker import (
+    WELL_FORMED_TEXTS,
+    ActionKind,
+    CheckConfig,
+    CheckName,
+    ConformanceReport,
+    Outcome,
+    check_conformance,
+    env_actions,
+    env_limits,
+    fault_policies,
+    well_formed_action,
+)
+from envs.gym._adapter import EnvSource
+from envs.testing._cookbook import ScriptedAnswerer, cookbook_twenty_questions
+from envs.testing._strategies import tool_call_conversations, tool_calls
+from renderers_ext.testing import (
+    assistant_messages,
+    conversations,
+    messages,
+    texts,
+    thinking_contents,
+    token_actions,
+)
+
+
+def assert_env_conforms(
+    source: EnvSource,
+    *,
+    examples: int = 20,
+    seed: int = 0,
+    skip: tuple[CheckName | str, ...] = (),
+    **config: Any,
+) -> ConformanceReport:
+    """Run the conformance checker on ``source`` and raise ``AssertionError`` on any failure.
+
+    Args:
+        source: an ``EnvGroupBuilder``, an ``RLDataset`` or an env factory (taking nothing, a
+            ``seed`` or an ``rng``).
+        examples: hypothesis-drawn episodes.
+        seed: seed of the run (reproducible).
+        skip: checks whose failure is tolerated (e.g. ``CheckName.PICKLE`` for a local-only env).
+        config: more :class:`~envs.checker.CheckConfig` fields (``block_threshold_s``, ``max_steps``...).
+
+    Returns:
+        The report, for further assertions.
+    """
+    report = check_conformance(source, CheckConfig(examples=examples, seed=seed, **config))
+    tolerated = {CheckName(s) for s in skip}
+    failures = [r for r in report.failures if r.check not in tolerated]
+    if failures:
+        lines = "\n".join(f"  {r.check}: {r.detail}" for r in failures)
+        raise AssertionError(f"{report.target} does not conform ({len(failures)} failed):\n{lines}")
+    return report
+
+
+__all__ = [
+    "WELL_FORMED_TEXTS",
+    "ActionKind",
+    "CheckName",
+    "ConformanceReport",
+    "Outcome",
+    "ScriptedAnswerer",
+    "assert_env_conforms",
+    "assistant_messages",
+    "conversations",
+    "cookbook_twenty_questions",
+    "env_actions",
+    "env_limits",
+    "fault_policies",
+    "messages",
+    "texts",
+    "thinking_contents",
+    "token_actions",
+    "tool_call_conversations",
+    "tool_calls",
+    "well_formed_action",
+]
