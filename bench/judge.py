@@ -1,0 +1,145 @@
+"""Benchmark: pairwise-preference group rewards with concurrent vs sequential judge comparisons.
+
+16 groups of 4 responses, tournament ``both_orders`` (12 comparisons per group, 192 in all), a
+scripted judge that sleeps 50 ms per comparison, the judge's default concurrency cap.
+
+- ``concurrent``: every group's ``compute_group_rewards`` at once (as a trainer does), each
+  running its comparisons concurrently; the judge's limiter caps what is in flight.
+- ``sequential``: every comparison one after another (the no-concurrency baseline).
+- ``per_group_sequential`` (for reference): groups at once, comparisons one after another inside
+  each group (tinker-cookbook's ``PairwisePreferenceGroupBuilder`` behaviour). With 16 groups it
+  also fills the judge's cap; the ``one_group_*`` lines show what in-group concurrency buys when
+  fewer groups than the cap are in flight (small batches, async/off-policy training).
+
+Ends with ``ratio_wall_concurrent_vs_sequential=<x>`` (goal <= 0.2).
+
+Run: ``.venv/bin/python bench/judge.py [--groups 16 --group-size 4 --delay-ms 50 --max-concurrency N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
+import tinker
+from tinker_cookbook.rl.types import Trajectory
+
+from envs.judge import (
+    JudgeConfig,
+    JudgeTask,
+    PairwiseGroupBuilder,
+    TournamentPattern,
+    clear_judges,
+    get_judge,
+    tournament_pairs,
+)
+
+
+async def prepare(builders: list[PairwiseGroupBuilder]) -> list[list]:
+    """Play every group: env ``k`` of group ``g`` answers a distinct short text."""
+    groups = []
+    for g, builder in enumerate(builders):
+        envs = list(await builder.make_envs())
+        for k, env in enumerate(envs):
+            await env.initial_observation()
+            renderer = env.renderer
+            text = f"Answer {k} to question {g}." + " more" * k
+            tokens = renderer.tokenizer.encode(text, add_special_tokens=False) + list(
+                renderer.get_stop_sequences()
+            )
+            await env.step(tokens)
+        groups.append(envs)
+    return groups
+
+
+def _placeholders(envs: list) -> list[Trajectory]:
+    """The pairwise builder reads the envs' transcripts; trajectories only need to match in number."""
+    return [Trajectory([], tinker.ModelInput.empty()) for _ in envs]
+
+
+async def run(builders: list[PairwiseGroupBuilder], groups: list[list], *, groups_at_once: bool) -> float:
+    """Wall time of computing every group's rewards."""
+    start = time.monotonic()
+    if groups_at_once:
+        async with anyio.create_task_group() as tg:
+            for builder, envs in zip(builders, groups, strict=True):
+                tg.start_soon(builder.compute_group_rewards, _placeholders(envs), envs)
+    else:
+        for builder, envs in zip(builders, groups, strict=True):
+            await builder.compute_group_rewards(_placeholders(envs), envs)
+    return time.monotonic() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--delay-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--max-concurrency", type=int, default=None, help="judge cap (default: JudgeConfig's)"
+    )
+    parser.add_argument(
+        "--pattern", default=str(TournamentPattern.BOTH_ORDERS), choices=[str(p) for p in TournamentPattern]
+    )
+    args = parser.parse_args()
+
+    cap = {"max_concurrency": args.max_concurrency} if args.max_concurrency else {}
+    spec = f"scripted:sleep:{args.delay_ms:g}:prefers_a"
+
+    def builders(mode: str, concurrent: bool) -> list[PairwiseGroupBuilder]:
+        # cache off and one judge per mode: every mode pays for every comparison
+        judge = JudgeConfig(spec, judge_id=f"bench-{mode}", cache=False, timeout_s=30.0, **cap)  # type: ignore[arg-type]
+        return [
+            PairwiseGroupBuilder(
+                JudgeTask(f"q{g}", ({"role": "user", "content": f"Question {g}?"},)),
+                judge,
+                group_size=args.group_size,
+                pattern=TournamentPattern(args.pattern),
+                concurrent=concurrent,
+            )
+            for g in range(args.groups)
+        ]
+
+    clear_judges()
+    per_group = len(tournament_pairs(args.group_size, args.pattern))
+    total = per_group * args.groups
+    modes = {"concurrent": (True, True), "sequential": (False, False), "per_group_sequential": (False, True)}
+    walls: dict[str, float] = {}
+    for mode, (concurrent, groups_at_once) in modes.items():
+        bs = builders(mode, concurrent)
+        groups = anyio.run(prepare, bs)
+        walls[mode] = anyio.run(
+            lambda bs=bs, groups=groups, g=groups_at_once: run(bs, groups, groups_at_once=g)
+        )
+        judge = get_judge(bs[0].judge)
+        stats = judge.stats
+        assert stats.calls == total and stats.fallbacks == 0, stats.snapshot()
+        print(
+            f"{mode:>22}: {walls[mode]:7.3f} s for {total} comparisons "
+            f"({args.groups} groups x {per_group}), peak in flight {stats.peak_in_flight}, cap {judge.config.max_concurrency}"
+        )
+    one: dict[str, float] = {}
+    for mode, concurrent in (("one_group_concurrent", True), ("one_group_sequential", False)):
+        bs = builders(mode, concurrent)[:1]
+        groups = anyio.run(prepare, bs)
+        one[mode] = anyio.run(lambda bs=bs, groups=groups: run(bs, groups, groups_at_once=True))
+        print(f"{mode:>22}: {one[mode]:7.3f} s for {per_group} comparisons (1 group)")
+    ideal = total * args.delay_ms / 1000.0
+    print(
+        f"sequential lower bound: {ideal:.3f} s; concurrent lower bound: {ideal / get_judge(builders('concurrent', True)[0].judge).config.max_concurrency:.3f} s"
+    )
+    print(
+        f"ratio_wall_per_group_sequential_vs_sequential={walls['per_group_sequential'] / walls['sequential']:.4f}"
+    )
+    print(f"ratio_wall_concurrent_vs_sequential={walls['concurrent'] / walls['sequential']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
