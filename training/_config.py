@@ -102,6 +102,9 @@ class Config:
     """Evaluate on the held-out split every this many steps, and after the last (0: never)."""
     save_every: int = 1
     """Save a resumable checkpoint every this many steps, and after the last (0: only the last)."""
+    eval_batches: int | None = None
+    """Held-out batches per evaluation (None: the whole held-out split); always the first ones,
+    so every evaluation plays the same games."""
     transcripts_per_eval: int = 4
     """Episodes written as HTML transcripts per evaluation (and for step 0 of training)."""
     win_metric: str = "win"
@@ -127,6 +130,8 @@ class Config:
         _non_negative("grad_clip_norm", self.grad_clip_norm)
         _non_negative("transcripts_per_eval", self.transcripts_per_eval)
         _non_negative("keep_last", self.keep_last)
+        if self.eval_batches is not None and self.eval_batches < 1:
+            raise ValueError(f"eval_batches must be >= 1 or None, got {self.eval_batches}")
         if not 0 < self.ppo_clip < 1:
             raise ValueError(f"ppo_clip must be in (0, 1), got {self.ppo_clip}")
         if not self.log_path:

@@ -391,7 +391,8 @@ class _Run:
         assert self.display is not None
         self.display.phase(f"eval {step}")
         t = time.monotonic()
-        builders = [b for i in range(len(test_ds)) for b in test_ds.get_batch(i)]
+        n_batches = min(len(test_ds), self.config.eval_batches or len(test_ds))
+        builders = [b for i in range(n_batches) for b in test_ds.get_batch(i)]
         batch = await sample_batch(
             builders,
             self.sampling_client,
