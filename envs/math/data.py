@@ -93,7 +93,8 @@ def _level2(rng: random.Random) -> tuple[str, int]:
         return f"Compute {q * d} / {d} - {e}.", q - e
     name = rng.choice(_NAMES)
     _one, many = rng.choice(_ITEMS)
-    a, b = rng.randint(5, 60), rng.randint(2, 20)
+    a = rng.randint(5, 60)
+    b = rng.randint(2, min(20, a))
     return f"{name} has {a} {many} and gives away {b} of them. How many {many} does {name} have left?", a - b
 
 
@@ -102,7 +103,8 @@ def _level3(rng: random.Random) -> tuple[str, int]:
     name = rng.choice(_NAMES)
     one, many = rng.choice(_ITEMS)
     if kind == 0:
-        packs, per, eaten = rng.randint(2, 9), rng.randint(3, 12), rng.randint(1, 10)
+        packs, per = rng.randint(2, 9), rng.randint(3, 12)
+        eaten = rng.randint(1, min(10, packs * per))
         return (
             f"{name} buys {packs} packs of {many} with {per} {many} in each pack, "
             f"then uses {eaten} {many}. How many {many} are left?",
