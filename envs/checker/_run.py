@@ -43,6 +43,18 @@ _HEALTH = [
 ]
 
 
+_EPISODE_CHECKS = frozenset(
+    {
+        CheckName.NO_RAISE,
+        CheckName.STEP_TYPES,
+        CheckName.FINITE_REWARDS,
+        CheckName.EPISODE_BUDGET,
+        CheckName.EXTENSION,
+        CheckName.NON_BLOCKING,
+    }
+)
+
+
 @dataclass(frozen=True)
 class CheckConfig:
     """Knobs of a conformance run."""
@@ -117,7 +129,7 @@ def pickle_problem(obj: Any) -> str | None:
                 except Exception:
                     culprit = f"field {name!r} ({type(value).__name__}) cannot be pickled: "
                     break
-        return f"{type(obj).__name__}: {culprit}{describe_exception(error)}"
+        return f"{type(obj).__name__}: {culprit}{type(error).__name__}: {error}"
 
 
 def _is_number(x: Any) -> bool:
@@ -236,7 +248,7 @@ class ConformanceRun:
     @property
     def stopped(self) -> bool:
         """Whether fail-fast fuzzing should stop drawing."""
-        return self.config.fail_fast and bool(self.failures)
+        return self.config.fail_fast and any(check in _EPISODE_CHECKS for check in self.failures)
 
     # --- the run -------------------------------------------------------------------------
     def run(self) -> None:

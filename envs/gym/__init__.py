@@ -17,20 +17,24 @@ from envs.gym._adapter import (
     resolve_builder,
     stop_reason_of,
 )
-from envs.gym._registry import ENV_IDS, register_envs
+from envs.gym._registry import ENTRIES, ENV_IDS, EnvEntry, LazyDatasetFactory, env_source, register_envs
 from envs.gym._text import TextEnv, UnicodeText
 
 register_envs()
 
 __all__ = [
+    "ENTRIES",
     "ENV_IDS",
     "TRUNCATION_REASONS",
+    "EnvEntry",
     "EnvSource",
     "EpisodeEnd",
+    "LazyDatasetFactory",
     "TextEnv",
     "TokenEnv",
     "TokenObs",
     "UnicodeText",
+    "env_source",
     "is_truncation",
     "register_envs",
     "resolve_builder",

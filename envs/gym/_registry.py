@@ -1,23 +1,25 @@
 """The ``turngym/...`` gymnasium ids, registered lazily.
 
-Registering costs nothing: each id points at a string entry point (``envs.gym._registry:make_*``)
-so the env package is imported only when ``gymnasium.make`` is called, and an id is registered
-only when its package is present (checked with ``importlib.util.find_spec``, no import).
+Registering costs nothing: every id points at the string entry point ``envs.gym._registry:make_env``
+with the id's *source* (``module:function``) in its kwargs, so an env package is imported only
+when ``gymnasium.make`` is called; an id is registered only when its package is present
+(``importlib.util.find_spec``, no import).
 
-Keyword arguments of ``gymnasium.make`` besides ``render_mode`` go to the env's factory.
+Keyword arguments of ``gymnasium.make`` besides ``render_mode`` go to the source function
+(e.g. ``gymnasium.make("turngym/TwentyQuestions-v0", candidates=8)``). :func:`env_source`
+gives the same source without gymnasium (the conformance checker and the fuzz bench use it).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import gymnasium as gym
 
-from envs.gym._adapter import TokenEnv
+from envs.gym._adapter import EnvSource, TokenEnv, resolve_builder
 
 NAMESPACE = "turngym"
 """Namespace of every TurnGym id."""
@@ -25,12 +27,12 @@ NAMESPACE = "turngym"
 
 @dataclass(frozen=True)
 class EnvEntry:
-    """One registered id."""
+    """One TurnGym id."""
 
     id: str
     """The gymnasium id, ``turngym/<Name>-v<k>``."""
-    entry_point: str
-    """``module:function`` building the :class:`TokenEnv` (takes ``render_mode`` and config)."""
+    source: str
+    """``module:function`` returning the env source (builder, dataset or factory) for a config."""
     requires: str
     """The module that must exist for the id to be registered."""
     description: str
@@ -39,8 +41,38 @@ class EnvEntry:
 
 ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry(
+        "turngym/TwentyQuestions-v0",
+        "envs.gym._registry:twenty_questions_source",
+        "envs.twenty_questions",
+        "Twenty Questions against the knowledge-base answerer (offline, deterministic)",
+    ),
+    EnvEntry(
+        "turngym/Math-v0",
+        "envs.gym._registry:math_source",
+        "envs.math",
+        "single-turn generated arithmetic / algebra problems, graded answer in \\boxed{}",
+    ),
+    EnvEntry(
+        "turngym/MathMultiTurn-v0",
+        "envs.gym._registry:math_multi_turn_source",
+        "envs.math",
+        "math with feedback after a wrong answer and further attempts",
+    ),
+    EnvEntry(
+        "turngym/MathCalculator-v0",
+        "envs.gym._registry:math_calculator_source",
+        "envs.math",
+        "math with a calculator tool",
+    ),
+    EnvEntry(
+        "turngym/Judge-v0",
+        "envs.gym._registry:judge_source",
+        "envs.judge",
+        "rubric-judged chat tasks; a scripted judge by default (offline)",
+    ),
+    EnvEntry(
         "turngym/CookbookTwentyQuestions-v0",
-        "envs.gym._registry:make_cookbook_twenty_questions",
+        "envs.gym._registry:cookbook_twenty_questions_source",
         "tinker_cookbook.recipes.multiplayer_rl.twenty_questions.env",
         "tinker-cookbook's own Twenty Questions env with a scripted (offline) answerer",
     ),
@@ -61,22 +93,127 @@ def _present(module: str) -> bool:
 def register_envs() -> list[str]:
     """Register every available ``turngym/...`` id with gymnasium (idempotent); return them."""
     for entry in ENTRIES:
-        if entry.id in gym.registry or not _present(entry.requires):
-            if entry.id in gym.registry and entry.id not in ENV_IDS:
-                ENV_IDS.append(entry.id)
-            continue
-        gym.register(id=entry.id, entry_point=entry.entry_point)
-        ENV_IDS.append(entry.id)
+        if entry.id not in gym.registry:
+            if not _present(entry.requires):
+                continue
+            gym.register(
+                id=entry.id, entry_point="envs.gym._registry:make_env", kwargs={"source": entry.source}
+            )
+        if entry.id not in ENV_IDS:
+            ENV_IDS.append(entry.id)
     return list(ENV_IDS)
 
 
-def _token_env(factory: Callable[..., Any], render_mode: str | None, config: dict[str, Any]) -> TokenEnv:
-    return TokenEnv(partial(factory, **config) if config else factory, render_mode=render_mode)
+def _entry(env_id: str) -> EnvEntry:
+    for entry in ENTRIES:
+        if entry.id == env_id:
+            return entry
+    known = ", ".join(e.id for e in ENTRIES)
+    raise KeyError(f"unknown TurnGym id {env_id!r}; known: {known}")
 
 
-def make_cookbook_twenty_questions(render_mode: str | None = None, **config: Any) -> TokenEnv:
-    """``turngym/CookbookTwentyQuestions-v0``: config goes to
-    :func:`envs.testing.cookbook_twenty_questions` (``group_size``)."""
+def _load(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def env_source(env_id: str, **config: Any) -> EnvSource:
+    """The env source behind ``env_id`` (a builder, dataset or factory), for ``config``."""
+    return _load(_entry(env_id).source)(**config)
+
+
+def make_env(source: str, render_mode: str | None = None, **config: Any) -> TokenEnv:
+    """The gymnasium entry point of every TurnGym id: a :class:`TokenEnv` over ``source(**config)``."""
+    return TokenEnv(_load(source)(**config), render_mode=render_mode)
+
+
+class LazyDatasetFactory:
+    """An env factory over a dataset built on first use (awaiting an ``RLDatasetBuilder``).
+
+    Called with an episode seed, returns the group builder the seed picks (see
+    :func:`envs.gym.resolve_builder`). Picklable when the dataset builder is.
+    """
+
+    def __init__(self, dataset_builder: Any, split: str = "train"):
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        self.dataset_builder = dataset_builder
+        self.split = split
+        self._dataset: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dataset_builder": self.dataset_builder, "split": self.split, "_dataset": None}
+
+    async def __call__(self, seed: int) -> Any:
+        """The builder for episode ``seed``."""
+        if self._dataset is None:
+            train, test = await self.dataset_builder()
+            dataset = train if self.split == "train" else test
+            if dataset is None:
+                raise ValueError(f"{type(self.dataset_builder).__name__} has no {self.split} split")
+            self._dataset = dataset
+        return await resolve_builder(self._dataset, seed)
+
+
+# --- sources -----------------------------------------------------------------------------
+def twenty_questions_source(split: str = "train", group_size: int = 1, **rules: Any) -> EnvSource:
+    """Twenty Questions with the KB answerer; ``rules`` are ``TwentyQuestionsConfig`` fields
+    (``max_questions``, ``candidates``, ``win_reward``...)."""
+    from envs.twenty_questions import TwentyQuestionsConfig, TwentyQuestionsDatasetBuilder
+
+    builder = TwentyQuestionsDatasetBuilder(
+        batch_size=1, group_size=group_size, test_group_size=group_size, env=TwentyQuestionsConfig(**rules)
+    )
+    return LazyDatasetFactory(builder, split)
+
+
+def _math(preset: str, split: str, group_size: int, fields: dict[str, Any]) -> EnvSource:
+    from envs.math import MathDatasetBuilder
+
+    fields.setdefault("n_train", 256)
+    fields.setdefault("n_test", 64)
+    builder = MathDatasetBuilder(env=preset, batch_size=1, group_size=group_size, **fields)
+    return LazyDatasetFactory(builder, split)
+
+
+def math_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
+    """Single-turn math; ``fields`` are ``envs.math.MathDatasetBuilder`` fields (``levels``...)."""
+    return _math("single", split, group_size, fields)
+
+
+def math_multi_turn_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
+    """Math with feedback and further attempts (``MathDatasetBuilder`` preset ``feedback``)."""
+    return _math("feedback", split, group_size, fields)
+
+
+def math_calculator_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
+    """Math with a calculator tool (``MathDatasetBuilder`` preset ``calculator``)."""
+    return _math("calculator", split, group_size, fields)
+
+
+def judge_source(
+    completer: str = "scripted:score:7", split: str = "train", group_size: int = 1, **fields: Any
+) -> EnvSource:
+    """Rubric-judged tasks; the judge is ``completer`` (default a scripted, offline one);
+    ``fields`` are ``envs.judge.JudgeDatasetBuilder`` fields."""
+    from envs.judge import JudgeConfig, JudgeDatasetBuilder
+
+    if split == "test":
+        fields.setdefault("n_test", 2)
+    builder = JudgeDatasetBuilder(
+        judge=JudgeConfig(completer=completer),
+        batch_size=1,
+        group_size=group_size,
+        test_group_size=group_size,
+        **fields,
+    )
+    return LazyDatasetFactory(builder, split)
+
+
+def cookbook_twenty_questions_source(group_size: int = 1) -> EnvSource:
+    """tinker-cookbook's Twenty Questions (:func:`envs.testing.cookbook_twenty_questions`)."""
+    from functools import partial
+
     from envs.testing._cookbook import cookbook_twenty_questions
 
-    return _token_env(cookbook_twenty_questions, render_mode, config)
+    return partial(cookbook_twenty_questions, group_size=group_size)

@@ -1,0 +1,204 @@
+"""Deliberately broken envs: each breaks one property the conformance checker must catch.
+
+Also one correct reference env (:class:`EchoGroup`), the baseline the broken ones differ from.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import tinker
+from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
+from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
+
+from envs import ChatEnv, EnvLimits, Reply
+from renderers_ext import get_renderer
+
+
+class EchoEnv(ChatEnv):
+    """A correct multi-turn ChatEnv: the user echoes the reply; ``stop`` ends it with reward 1."""
+
+    def __init__(self, max_turns: int = 4):
+        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=max_turns))
+
+    def initial_messages(self) -> list[Message]:
+        return [{"role": "user", "content": "Say anything; say 'stop' to finish."}]
+
+    async def on_message(self, message: Message) -> Reply:
+        text = get_text_content(message)
+        if text.strip().lower() == "stop":
+            return Reply(reward=1.0, done=True)
+        return Reply(messages=[{"role": "user", "content": f"You said: {text[:40]}"}], reward=0.1)
+
+
+@dataclass(frozen=True)
+class EchoGroup(EnvGroupBuilder):
+    """Builds ``size`` :class:`EchoEnv` s. Conforms."""
+
+    size: int = 2
+    max_turns: int = 4
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [EchoEnv(self.max_turns) for _ in range(self.size)]
+
+
+# --- a raising step ----------------------------------------------------------------------
+class RaisingEnv(EchoEnv):
+    """Checks for the end-of-turn with ``action[-1]``: an empty action raises IndexError."""
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        if action[-1] != 2:  # the bug: fails on []
+            action = [*action, 2]
+        return await super().step(action, extra=extra)
+
+
+@dataclass(frozen=True)
+class RaisingGroup(EnvGroupBuilder):
+    """Builds one :class:`RaisingEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [RaisingEnv()]
+
+
+# --- an unpicklable builder -------------------------------------------------------------
+@dataclass(frozen=True)
+class UnpicklableGroup(EnvGroupBuilder):
+    """Holds a lock (as a builder holding a client or a file handle would): cannot be pickled."""
+
+    lock: Any = field(default_factory=threading.Lock)
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [EchoEnv()]
+
+
+# --- a renderer whose prefix breaks -----------------------------------------------------
+class TurnCountingRenderer(Qwen3InstructRenderer):
+    """Claims the extension property but prepends a system line with the turn count, so every
+    prompt changes its own beginning."""
+
+    def build_generation_prompt(
+        self, messages: list[Message], role: Any = "assistant", prefill: str | None = None
+    ):
+        turns = sum(1 for m in messages if m["role"] == "assistant")
+        header: Message = {"role": "system", "content": f"Turns so far: {turns}"}
+        return super().build_generation_prompt([header, *messages], role, prefill)
+
+
+class RerenderingEnv(Env):
+    """Re-renders the whole conversation each turn (as the cookbook's envs do) with
+    :class:`TurnCountingRenderer`: the next observation does not extend the previous one."""
+
+    def __init__(self, max_turns: int = 3):
+        self.renderer = TurnCountingRenderer(get_renderer("qwen3_instruct").tokenizer)
+        self.messages: list[Message] = [{"role": "user", "content": "Talk to me."}]
+        self.max_turns = max_turns
+        self.turn = 0
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        return self.renderer.get_stop_sequences()
+
+    async def initial_observation(self) -> tuple[tinker.ModelInput, StopCondition]:
+        return self.renderer.build_generation_prompt(self.messages), self.stop_condition
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        message, _ = self.renderer.parse_response(list(action))
+        self.turn += 1
+        self.messages += [
+            {"role": "assistant", "content": get_text_content(message)},
+            {"role": "user", "content": "Go on."},
+        ]
+        done = self.turn >= self.max_turns
+        return StepResult(
+            reward=0.0,
+            episode_done=done,
+            next_observation=tinker.ModelInput.empty()
+            if done
+            else self.renderer.build_generation_prompt(self.messages),
+            next_stop_condition=self.stop_condition,
+            metrics={"stop/max_turns": 1.0} if done else {},
+        )
+
+
+@dataclass(frozen=True)
+class RerenderingGroup(EnvGroupBuilder):
+    """Builds one :class:`RerenderingEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [RerenderingEnv()]
+
+
+# --- a blocking step --------------------------------------------------------------------
+BLOCK_SECONDS = 1.0
+"""How long :class:`BlockingEnv` blocks the event loop on its first step."""
+
+
+class BlockingEnv(EchoEnv):
+    """Does synchronous I/O (``time.sleep``) inside ``async def step`` on its first turn."""
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        if self.turn == 0:
+            time.sleep(BLOCK_SECONDS)  # the bug: should be `await anyio.sleep(...)` or a thread
+        return await super().step(action, extra=extra)
+
+
+@dataclass(frozen=True)
+class BlockingGroup(EnvGroupBuilder):
+    """Builds one :class:`BlockingEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [BlockingEnv()]
+
+
+# --- more broken behaviours -------------------------------------------------------------
+class NanRewardEnv(EchoEnv):
+    """Divides by the reply length: the empty reply (the stop token alone) gets a NaN reward."""
+
+    async def on_message(self, message: Message) -> Reply:
+        text = get_text_content(message)
+        return Reply(reward=float("nan") if not text else 1.0 / len(text), done=True)
+
+
+@dataclass(frozen=True)
+class NanRewardGroup(EnvGroupBuilder):
+    """Builds one :class:`NanRewardEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [NanRewardEnv()]
+
+
+class EndlessEnv(EchoEnv):
+    """Declares 3 turns but forgets to enforce them (``on_message`` never ends, limits ignored)."""
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        self.turn = 0  # the bug: resets the counter that enforces limits.max_turns
+        return await super().step(action, extra=extra)
+
+
+@dataclass(frozen=True)
+class EndlessGroup(EnvGroupBuilder):
+    """Builds one :class:`EndlessEnv` (declared budget 3 turns)."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [EndlessEnv(max_turns=3)]
+
+
+@dataclass(frozen=True)
+class FlakyCleanupGroup(EnvGroupBuilder):
+    """``cleanup`` closes a resource and fails when called a second time."""
+
+    state: dict[str, bool] = field(default_factory=dict)
+
+    async def make_envs(self) -> Sequence[Env]:
+        self.state["open"] = True
+        return [EchoEnv()]
+
+    async def cleanup(self) -> None:
+        if not self.state.pop("open"):  # the bug: KeyError on the second call
+            raise RuntimeError("unreachable")
