@@ -77,9 +77,24 @@ def tokens(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().replace("’", "'"))
 
 
+def plural_forms(word: str) -> set[str]:
+    """Likely plural spellings of a singular noun (``axe`` -> ``axes``, ``knife`` -> ``knives``...)."""
+    w = word.lower()
+    forms = {w + "s", w + "es"}
+    if w.endswith("y"):
+        forms.add(w[:-1] + "ies")
+    if w.endswith("f"):
+        forms.add(w[:-1] + "ves")
+    if w.endswith("fe"):
+        forms.add(w[:-2] + "ves")
+    forms.update(plural for plural, singular in _IRREGULAR.items() if singular == w)
+    return forms
+
+
 def same_word(a: str, b: str) -> bool:
     """Whether two words are the same up to case and a plural ending (``"Dogs"`` ~ ``"dog"``)."""
-    return stem(a) == stem(b)
+    a, b = a.lower(), b.lower()
+    return a == b or stem(a) == stem(b) or a in plural_forms(b) or b in plural_forms(a)
 
 
 # "Guess:" then optional decoration (markdown, quotes, brackets) before the word.

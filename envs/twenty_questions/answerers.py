@@ -23,7 +23,7 @@ from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Message, get_text_content
 
 from envs.twenty_questions._kb import Attribute, KnowledgeBase, default_kb
-from envs.twenty_questions._text import ARTICLES, stem, tokens
+from envs.twenty_questions._text import ARTICLES, plural_forms, stem, tokens
 
 
 class Answer(StrEnum):
@@ -374,6 +374,9 @@ def _word_index(kb: KnowledgeBase) -> dict[str, str]:
     index: dict[str, str] = {}
     for alias, word in kb.synonyms.items():
         index.setdefault(stem(alias), word)
+    for word in kb.table:
+        for plural in plural_forms(word):
+            index.setdefault(stem(plural), word)
     for word in kb.table:
         index[stem(word)] = word
     for alias, word in kb.synonyms.items():
