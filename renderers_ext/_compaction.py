@@ -35,7 +35,7 @@ def _preserving(base: Renderer) -> Renderer:
     if not getattr(base, "strip_thinking_from_history", False):
         return base
     twin = object.__new__(type(base))
-    twin.__dict__.update(base.__dict__)
+    vars(twin).update(vars(base))
     twin.strip_thinking_from_history = False  # type: ignore[attr-defined]
     return twin
 

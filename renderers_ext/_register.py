@@ -8,9 +8,12 @@ the Hugging Face hub. Registering our local tokenizer under the model names we s
 
 from __future__ import annotations
 
+from typing import cast
+
 from tinker_cookbook import renderers, tokenizer_utils
 from tinker_cookbook.renderers import Renderer
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
+from tinker_cookbook.tokenizer_utils import Tokenizer
 
 from backend.model import KNOWN_MODELS, SMOLLM2, load_tokenizer
 
@@ -27,7 +30,7 @@ def register_offline() -> None:
         return
     for name in KNOWN_MODELS:
         if not tokenizer_utils.is_tokenizer_registered(name):
-            tokenizer_utils.register_tokenizer(name, lambda name=name: load_tokenizer(name))
+            tokenizer_utils.register_tokenizer(name, lambda name=name: cast(Tokenizer, load_tokenizer(name)))
     if not renderers.is_renderer_registered(QWEN3_PRESERVE_THINKING):
         renderers.register_renderer(
             QWEN3_PRESERVE_THINKING,
@@ -41,4 +44,4 @@ def register_offline() -> None:
 def get_renderer(name: str = "qwen3_instruct", model_name: str = SMOLLM2) -> Renderer:
     """A picklable cookbook renderer by name on a locally served model's tokenizer."""
     register_offline()
-    return renderers.get_renderer(name, load_tokenizer(model_name), model_name=model_name)
+    return renderers.get_renderer(name, cast(Tokenizer, load_tokenizer(model_name)), model_name=model_name)
