@@ -77,7 +77,7 @@ def test_single_turn_reward(renderer, grader, reply, reward, correct):
     (res,) = results
     assert res.episode_done
     assert res.reward == pytest.approx(reward)
-    assert res.metrics["correct"] == correct
+    assert res.metrics["math/correct"] == correct
 
 
 def test_format_coef_scales_the_penalty(renderer, grader):
@@ -103,7 +103,7 @@ def test_feedback_game_decays_reward_and_sends_feedback(renderer, grader):
     assert [r.episode_done for r in results] == [False, True]
     assert results[0].reward == 0.0
     assert results[1].reward == pytest.approx(config.attempt_decay)
-    assert results[1].metrics["attempts"] == 2.0
+    assert results[1].metrics["math/attempts"] == 2.0
     assert env.messages[2] == {"role": "user", "content": "Nope, again."}
     assert "Nope, again." in renderer.tokenizer.decode(results[0].next_observation.to_ints())
 
@@ -112,8 +112,8 @@ def test_feedback_game_ends_after_max_attempts(renderer, grader):
     config = MathEnvConfig.preset("feedback", max_attempts=2)
     _, results = _play(renderer, config, ["\\boxed{1}", "no box", "\\boxed{144}"], grader)
     assert len(results) == 2 and results[-1].episode_done
-    assert results[-1].metrics["correct"] == 0.0
-    assert results[-1].metrics["format"] == 0.5
+    assert results[-1].metrics["math/correct"] == 0.0
+    assert results[-1].metrics["math/format"] == 0.5
     assert sum(r.reward for r in results) == pytest.approx(-0.1)
 
 
@@ -147,7 +147,7 @@ def test_calculator_tool_call_gets_a_tool_message(renderer, grader):
         results[0].next_observation.to_ints()
     )
     assert not results[0].episode_done and results[0].reward == 0.0
-    assert results[1].reward == 1.0 and results[1].metrics["calculator_calls"] == 1.0
+    assert results[1].reward == 1.0 and results[1].metrics["math/calculator_calls"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_calculator_rejects_unsafe_or_bad_input_with_an_error_result(renderer, g
     call = TOOL_CALL.replace("12*12", expression.replace('"', '\\"'))
     env, results = _play(renderer, MathEnvConfig.preset("calculator"), [call], grader)
     assert env.messages[-1]["content"].startswith(expected)
-    assert results[0].metrics["calculator/errors"] == 1.0 and not results[0].episode_done
+    assert results[0].metrics["math/calculator/errors"] == 1.0 and not results[0].episode_done
 
 
 class _NoToolsRenderer(Qwen3InstructRenderer):

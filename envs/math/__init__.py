@@ -25,7 +25,17 @@ from envs.math.data import (
     load_jsonl,
     load_math,
 )
-from envs.math.env import CALCULATOR_TOOL, CalculatorMode, EnvPreset, MathEnv, MathEnvConfig, supports_tools
+from envs.math.env import (
+    CALCULATOR_TOOL,
+    METRIC_ATTEMPTS,
+    METRIC_CORRECT,
+    METRIC_FORMAT,
+    CalculatorMode,
+    EnvPreset,
+    MathEnv,
+    MathEnvConfig,
+    supports_tools,
+)
 from envs.math.grading import (
     Grader,
     GraderConfig,
@@ -39,6 +49,9 @@ from envs.math.grading import (
 
 __all__ = [
     "CALCULATOR_TOOL",
+    "METRIC_ATTEMPTS",
+    "METRIC_CORRECT",
+    "METRIC_FORMAT",
     "CalculatorError",
     "CalculatorLimits",
     "CalculatorMode",

@@ -35,6 +35,9 @@ from envs.math.grading import Grader, GradeStatus, default_grader, extract_boxed
 
 __all__ = [
     "CALCULATOR_TOOL",
+    "METRIC_ATTEMPTS",
+    "METRIC_CORRECT",
+    "METRIC_FORMAT",
     "CalculatorMode",
     "EnvPreset",
     "MathEnv",
@@ -52,6 +55,13 @@ CALCULATOR_TOOL: ToolSpec = {
     },
 }
 """The calculator's tool specification (OpenAI function format)."""
+
+METRIC_CORRECT = "math/correct"
+"""Episode metric: 1.0 when the final answer is correct."""
+METRIC_FORMAT = "math/format"
+"""Episode metric: fraction of answers that had a ``\\boxed{}``."""
+METRIC_ATTEMPTS = "math/attempts"
+"""Episode metric: answers given."""
 
 _CALC_TAG = re.compile(r"<calc>(.*?)</calc>", re.DOTALL)
 
@@ -236,11 +246,11 @@ class MathEnv(ChatEnv):
         done = correct or self.attempts >= cfg.max_attempts
         if done:
             metrics = {
-                "correct": float(correct),
-                "format": self.formatted_attempts / self.attempts,
-                "attempts": float(self.attempts),
-                "calculator_calls": float(self.calculator_calls),
-                "grade_timeout": float(GradeStatus.TIMEOUT in self.grade_statuses),
+                METRIC_CORRECT: float(correct),
+                METRIC_FORMAT: self.formatted_attempts / self.attempts,
+                METRIC_ATTEMPTS: float(self.attempts),
+                "math/calculator_calls": float(self.calculator_calls),
+                "math/grade_timeout": float(GradeStatus.TIMEOUT in self.grade_statuses),
             }
             return Reply(reward=reward, done=True, metrics=metrics, logs=logs)
         feedback = cfg.feedback if formatted else cfg.no_answer_feedback
@@ -285,7 +295,7 @@ class MathEnv(ChatEnv):
                 messages.append(msg)
             else:
                 messages.append({"role": "user", "content": f"<calc_result>{result}</calc_result>"})
-        metrics = {"calculator/calls": float(len(calls)), "calculator/errors": float(errors)}
+        metrics = {"math/calculator/calls": float(len(calls)), "math/calculator/errors": float(errors)}
         return Reply(messages=messages, metrics=metrics)
 
 
