@@ -166,9 +166,10 @@ def normalize_stop(
 ) -> tuple[frozenset[int], tuple[str, ...]]:
     """Split ``SamplingParams.stop`` into stop token ids and stop strings.
 
-    ``None`` (or an empty list) stops at the model's end-of-sequence token.
+    ``None`` stops at the model's end-of-sequence token; an empty list disables stopping
+    (generation runs to ``max_tokens``).
     """
-    if stop is None or (not isinstance(stop, str) and len(stop) == 0):
+    if stop is None:
         return (frozenset([eos_id]) if eos_id is not None else frozenset()), ()
     if isinstance(stop, str):
         return frozenset(), (stop,)
