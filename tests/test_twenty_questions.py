@@ -554,3 +554,80 @@ def test_runs_in_the_cookbooks_own_rollout(renderer):
             and metrics[Metric.QUESTIONS] == 1.0
             and metrics[Metric.ANSWERS_YES] == 1.0
         )
+
+
+# --- properties: any input is handled, and the accounting always adds up ----------------------
+
+
+@given(st.text(max_size=200), st.sampled_from(ALL_WORDS))
+def test_kb_answerer_and_parsers_accept_any_text(text, word):
+    result = KBAnswerer().answer(word, text)
+    assert result.answer in Answer
+    assert classify_turn(text).kind in TurnKind
+    guess = parse_guess(text)
+    assert guess is None or guess == guess.lower()
+
+
+TEXTS = st.sampled_from(
+    [
+        "Is it an animal?",
+        "Is it bigger than a microwave?",
+        "Is it heavier than a car?",
+        "Guess: cat",
+        "Guess: the dogs",
+        "Guess: cow, dog",
+        "blah",
+        "Is it red? Is it big?",
+        "",
+    ]
+)
+
+
+@given(
+    st.lists(st.one_of(TEXTS, st.lists(st.integers(0, 49151), max_size=8)), min_size=1, max_size=8),
+    st.booleans(),
+)
+def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
+    config = TwentyQuestionsConfig(
+        max_questions=6, wrong_guess_reward=-0.2, format_penalty=0.1, fault_penalty=0.3, max_guesses=3
+    )
+    env = TwentyQuestionsEnv(renderer, SECRET, KBAnswerer(), config)
+
+    async def main():
+        start = await env.initial_observation()
+        assert isinstance(start, tuple)
+        rewards, done = [], False
+        for i, action in enumerate(actions):
+            tokens = text_to_action(renderer, action) if isinstance(action, str) else list(action)
+            last = i == len(actions) - 1
+            extra: ActionExtra = {"stop_reason": "length" if last and truncate_last else "stop"}
+            result = await env.step(tokens, extra=extra)
+            rewards.append(result.reward)
+            if result.episode_done:
+                done = True
+                break
+        return rewards, done
+
+    rewards, done = asyncio.run(main())
+    m = env.episode_metrics()
+    assert m[Metric.TURNS] == len(rewards) == env.turn
+    assert (
+        m[Metric.TURNS]
+        == m[Metric.QUESTIONS] + m[Metric.GUESSES] + m[Metric.FORMAT_VIOLATIONS] + m[Metric.FAULTS]
+    )
+    assert m[Metric.QUESTIONS] == m[Metric.ANSWERS_YES] + m[Metric.ANSWERS_NO] + m[Metric.ANSWERS_UNKNOWN]
+    assert m[Metric.GUESSES] == m[Metric.WRONG_GUESSES] + m[Metric.WIN]
+    expected = (
+        m[Metric.WIN] * 1.0
+        - 0.2 * m[Metric.WRONG_GUESSES]
+        - 0.1 * m[Metric.FORMAT_VIOLATIONS]
+        - 0.3 * m[Metric.FAULTS]
+    )
+    assert sum(rewards) == pytest.approx(expected)
+    assert m[Metric.FAULTS] <= 1 and (m[Metric.FAULTS] == 0 or done)
+    if done:
+        assert env.stats.stop_reason is not None
+        if env.stats.stop_reason == StopReason.MAX_TURNS:
+            assert m[Metric.TURNS] == config.max_questions
+    else:
+        assert m[Metric.TURNS] < config.max_questions and m[Metric.WIN] == 0.0

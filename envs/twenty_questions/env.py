@@ -152,18 +152,28 @@ def player_prompt(config: TwentyQuestionsConfig, candidates: Sequence[str] = ())
 
 @dataclass
 class EpisodeStats:
-    """Counters of one episode (mutable; one per game)."""
+    """Counters of one episode (mutable on purpose: one per game, updated turn by turn)."""
 
     turns: int = 0
+    """Player turns taken (including faulty ones)."""
     questions: int = 0
+    """Questions asked."""
     guesses: int = 0
+    """Guesses made."""
     wrong_guesses: int = 0
+    """Wrong guesses made."""
     format_violations: int = 0
+    """Turns that were neither one question nor one guess."""
     faults: int = 0
+    """Faulty actions (see ``envs.core.Fault``)."""
     answers: dict[Answer, int] = field(default_factory=lambda: dict.fromkeys(Answer, 0))
+    """Questions answered, by answer."""
     fallbacks: int = 0
+    """LLM replies that were neither yes nor no."""
     won: bool = False
+    """Whether the secret was guessed."""
     stop_reason: StopReason | None = None
+    """Why the episode ended (None while it runs)."""
 
     def metrics(self) -> Metrics:
         """The episode's :class:`Metric` values."""
@@ -486,6 +496,17 @@ class TwentyQuestionsDataset(RLDataset):
         return builders
 
 
+def answerer_renderer_name(model_name: str) -> str:
+    """A non-thinking renderer for an LLM answerer (a few tokens must suffice for yes / no)."""
+    if model_name.startswith(("Qwen/Qwen3.5", "Qwen/Qwen3.6")):
+        return "qwen3_5_disable_thinking"
+    if model_name.startswith("Qwen/Qwen3"):
+        return "qwen3_disable_thinking"
+    from tinker_cookbook import model_info
+
+    return model_info.get_recommended_renderer_name(model_name)
+
+
 class AnswererKind(StrEnum):
     """Which answerer a dataset builder creates."""
 
@@ -521,7 +542,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     """Test words per test batch (None: all test words in one batch)."""
     answerer: AnswererKind = AnswererKind.KB
     """Which answerer: ``kb`` (default) or ``llm``."""
-    answerer_base_model: str = "Qwen/Qwen3-8B"
+    answerer_base_model: str = "Qwen/Qwen3.5-9B"
     """The LLM answerer's model (``answerer=llm``)."""
     answerer_renderer_name: str | None = None
     """The LLM answerer's renderer (None: the cookbook's recommendation for the model)."""
@@ -577,12 +598,9 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         """The answerer the fields describe (the LLM one needs a Tinker service)."""
         if self.answerer == AnswererKind.KB:
             return KBAnswerer()
-        from tinker_cookbook import model_info
         from tinker_cookbook.completers import TinkerMessageCompleter
 
-        renderer_name = self.answerer_renderer_name or model_info.get_recommended_renderer_name(
-            self.answerer_base_model
-        )
+        renderer_name = self.answerer_renderer_name or answerer_renderer_name(self.answerer_base_model)
         client = tinker.ServiceClient(base_url=self.base_url)
         completer = TinkerMessageCompleter(
             sampling_client=client.create_sampling_client(base_model=self.answerer_base_model),
