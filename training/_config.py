@@ -51,6 +51,11 @@ class Config:
     """Where training and sampling run: ``local``, ``tinker`` or ``auto``."""
     base_url: str | None = None
     """Tinker service URL override (tinker backend only)."""
+    local_tokens_per_pass: int = 1024
+    """Local backend: padded tokens per training forward/backward pass (peak memory is about
+    ``tokens x vocabulary x 12`` bytes plus activations: ~1.5 GB at 1024 for SmolLM2)."""
+    local_prefix_cache_tokens: int = 8192
+    """Local backend: KV-cache tokens kept for prompt-prefix reuse per sampler."""
     lora_rank: int = 16
     """LoRA rank of the trained adapter."""
     seed: int = 0
@@ -96,6 +101,9 @@ class Config:
     # --- schedule and artifacts ----------------------------------------------------------
     max_steps: int = 20
     """Training steps (capped by the dataset length)."""
+    time_budget_minutes: float = 0.0
+    """Stop after the first step that ends past this many minutes of this invocation (then
+    checkpoint and evaluate as at the end); 0: no budget."""
     log_path: str = "runs/train"
     """Folder of every artifact; rerunning with the same folder resumes."""
     eval_every: int = 10
@@ -122,6 +130,8 @@ class Config:
         _positive("learning_rate", self.learning_rate)
         _positive("lora_rank", self.lora_rank)
         _positive("max_tokens", self.max_tokens)
+        _positive("local_tokens_per_pass", self.local_tokens_per_pass)
+        _non_negative("local_prefix_cache_tokens", self.local_prefix_cache_tokens)
         _non_negative("max_steps", self.max_steps)
         _non_negative("temperature", self.temperature)
         _non_negative("eval_every", self.eval_every)
@@ -130,6 +140,7 @@ class Config:
         _non_negative("grad_clip_norm", self.grad_clip_norm)
         _non_negative("transcripts_per_eval", self.transcripts_per_eval)
         _non_negative("keep_last", self.keep_last)
+        _non_negative("time_budget_minutes", self.time_budget_minutes)
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"eval_batches must be >= 1 or None, got {self.eval_batches}")
         if not 0 < self.ppo_clip < 1:

@@ -111,7 +111,12 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
     from backend import make_service_client, resolve_backend
 
     if resolve_backend(config.backend) == "local":
-        return make_service_client("local", root=log_path / ckpt.CHECKPOINT_DIR)
+        return make_service_client(
+            "local",
+            root=log_path / ckpt.CHECKPOINT_DIR,
+            max_tokens_per_pass=config.local_tokens_per_pass,
+            prefix_cache_tokens=config.local_prefix_cache_tokens,
+        )
     kwargs = {"base_url": config.base_url} if config.base_url else {}
     return make_service_client("tinker", **kwargs)
 
@@ -186,6 +191,7 @@ class _Run:
         self.sampler_step = 0
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
+        self.saved_batch = -1
 
     # ------------------------------------------------------------------ set-up
     def _resume_point(self) -> ckpt.CheckpointRecord | None:
@@ -263,6 +269,20 @@ class _Run:
                     display.phase(f"sample {step}")
                     batch = await pending.pop(step).wait()
                     await self._train_step(step, batch, wait_seconds=time.monotonic() - t_wait, end=end)
+                    minutes = (time.monotonic() - self.t0) / 60
+                    if (
+                        config.time_budget_minutes
+                        and minutes >= config.time_budget_minutes
+                        and step + 1 < end
+                    ):
+                        display.note(
+                            f"time budget of {config.time_budget_minutes} min spent after step {step}"
+                        )
+                        end = step + 1
+                        if self.saved_batch != end:
+                            await self._save(end, final=True)
+                        tg.cancel_scope.cancel()  # drop batches sampled ahead (off-policy mode)
+                        break
             if config.eval_every and test_ds is not None:
                 await self._evaluate(end, test_ds)
         self.display = None
@@ -380,6 +400,7 @@ class _Run:
     async def _save(self, done: int, *, final: bool) -> None:
         t = time.monotonic()
         await ckpt.save_checkpoint(self.training_client, self.log_path, batch=done, with_sampler=final)
+        self.saved_batch = done
         root = self.log_path / ckpt.CHECKPOINT_DIR
         ckpt.prune_local(self.log_path, root, self.config.keep_last)
         logger.info("checkpoint after step %d saved in %.1fs", done - 1, time.monotonic() - t)
