@@ -42,19 +42,26 @@ def flat_tokens(ob: tinker.ModelInput) -> FlatOb:
 
     The returned list may be the chunk's own list: callers must not mutate it.
     """
+    return flat_tokens_len(ob)[0]
+
+
+def flat_tokens_len(ob: tinker.ModelInput) -> tuple[FlatOb, int]:
+    """:func:`flat_tokens` and the observation's token length (``ob.length`` without its cost)."""
     chunks = ob.chunks
     if len(chunks) == 1:
         chunk = chunks[0]
-        if isinstance(chunk, tinker.EncodedTextChunk):
+        if type(chunk) is tinker.EncodedTextChunk:
             tokens = chunk.tokens
-            return tokens if isinstance(tokens, list) else list(tokens)
+            if type(tokens) is not list:
+                tokens = list(tokens)
+            return tokens, len(tokens)
     out: FlatOb = []
     for chunk in chunks:
         if isinstance(chunk, tinker.EncodedTextChunk):
             out.extend(chunk.tokens)
         else:
             out.append(chunk)
-    return out
+    return out, ob.length
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,7 @@ class ExtensionTracker:
 
     def start(self, ob: tinker.ModelInput) -> None:
         """Record the first observation."""
-        self._prev, self._prev_len = flat_tokens(ob), ob.length
+        self._prev, self._prev_len = flat_tokens_len(ob)
         self._pending = self._prev_len
 
     def acted(self, n_action: int) -> None:
@@ -184,9 +191,21 @@ class ExtensionTracker:
         ``turn`` is the number of completed policy turns; ``env.renderer`` (when the env exposes
         one) tells expected breaks from unexpected ones.
         """
-        new = flat_tokens(next_ob)
-        n_new = next_ob.length
-        if self._extends(new, action):
+        chunks = next_ob.chunks
+        if len(chunks) == 1 and type(chunks[0]) is tinker.EncodedTextChunk and type(chunks[0].tokens) is list:
+            new = chunks[0].tokens
+            n_new = len(new)
+        else:
+            new, n_new = flat_tokens_len(next_ob)
+        prev = self._prev
+        n_prev = len(prev)
+        n = n_prev + len(action)
+        mode = self._mode
+        if mode is ExtensionCheck.FULL:  # inlined _extends (hot path)
+            ok = len(new) >= n and new[n_prev:n] == action and new[:n_prev] == prev
+        else:
+            ok = self._extends(new, action)
+        if ok:
             self._pending = n_new - self._prev_len - len(action)
             self._prev, self._prev_len = new, n_new
             return None

@@ -92,13 +92,29 @@ async def _run_slots(
                 successes += 1
                 return
 
-        for i, env in enumerate(envs):
-            tg.start_soon(slot, i, env)
+        for i in range(1, n):
+            tg.start_soon(slot, i, envs[i])
+        await slot(0, envs[0])  # one task fewer per group: slot 0 runs in the group's own task
 
     if failure is None and kind is StrategyKind.MIN_VIABLE and successes < floor:
         failure = error_of(GroupBelowFloor(f"{successes}/{n} rollouts succeeded, below the floor of {floor}"))
         errors.append(failure)
     return results, retries, failure
+
+
+async def _cleanup(builder: EnvGroupBuilder, config: RolloutConfig, errors: list[RolloutError]) -> None:
+    """``builder.cleanup()``, shielded from cancellation, bounded by ``cleanup_timeout_s``."""
+    with anyio.CancelScope(shield=True) as scope:
+        if config.cleanup_timeout_s is not None:
+            scope.deadline = anyio.current_time() + config.cleanup_timeout_s
+        try:
+            await builder.cleanup()
+        except Exception as exc:
+            errors.append(error_of(exc))
+    if scope.cancelled_caught:
+        errors.append(
+            error_of(CleanupTimeout(f"cleanup exceeded cleanup_timeout_s={config.cleanup_timeout_s}"))
+        )
 
 
 async def run_group(
@@ -164,17 +180,8 @@ async def run_group(
             group = None
     finally:
         # make_envs may have created resources even when it (or anything after it) failed.
-        with anyio.CancelScope(shield=True) as scope:
-            if config.cleanup_timeout_s is not None:
-                scope.deadline = anyio.current_time() + config.cleanup_timeout_s
-            try:
-                await builder.cleanup()
-            except Exception as exc:
-                errors.append(error_of(exc))
-        if scope.cancelled_caught:
-            errors.append(
-                error_of(CleanupTimeout(f"cleanup exceeded cleanup_timeout_s={config.cleanup_timeout_s}"))
-            )
+        if type(builder).cleanup is not EnvGroupBuilder.cleanup:  # the default is a no-op
+            await _cleanup(builder, config, errors)
     if group is None:
         kept = []
     else:

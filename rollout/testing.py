@@ -75,6 +75,15 @@ class ScriptedCompleter(TokenCompleter):
         return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[-0.5] * len(tokens), stop_reason=stop_reason)
 
 
+def cpu_work(n: int) -> int:
+    """Pure-Python CPU work that holds the GIL (a stand-in for reward grading); importable, so
+    ``anyio.to_process.run_sync(cpu_work, n)`` can run it in a worker process."""
+    acc = 0
+    for i in range(n):
+        acc = (acc * 31 + i) % 1_000_003
+    return acc
+
+
 def _spin(seconds: float) -> int:
     end = time.perf_counter() + seconds
     n = 0

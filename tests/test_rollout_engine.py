@@ -1,0 +1,376 @@
+"""Rollout engine: budgets and stop reasons, deadlines, strategies, gates, streaming, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+from tinker_cookbook.rl.types import StopReason
+
+from rollout import (
+    BatchAborted,
+    Budget,
+    GroupOutcome,
+    RolloutConfig,
+    RolloutEngine,
+    Strategy,
+    StrategyKind,
+    run_rollout,
+)
+from rollout.testing import ScriptedCompleter, SyntheticEnv, SyntheticGroup
+
+
+def run(coro_fn, *args):
+    return anyio.run(coro_fn, *args)
+
+
+def assert_accounting(outcomes: tuple[GroupOutcome, ...] | list[GroupOutcome]) -> None:
+    for o in outcomes:
+        assert o.requested == o.completed + o.failed
+        assert (o.group is None) == (o.failure is not None)
+        if o.group is not None:
+            assert len(o.group.trajectories_G) == o.completed == len(o.stats)
+            assert list(o.group.rollout_errors) == list(o.errors)
+
+
+# --- single rollouts: budgets and stop reasons ---------------------------------------------------
+
+
+def test_env_completion_sets_completed_and_records_every_turn():
+    async def main():
+        env = SyntheticEnv(turns=5, reward=lambda t: float(t))
+        traj, stats = await run_rollout(env, ScriptedCompleter())
+        assert traj.stop_reason == StopReason.COMPLETED
+        assert [t.reward for t in traj.transitions] == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert traj.transitions[-1].episode_done and not any(t.episode_done for t in traj.transitions[:-1])
+        assert traj.transitions[-1].metrics["stop/completed"] == 1.0
+        assert stats.turns == 5 and stats.sampled_tokens == 15 and not stats.breaks and stats.datums == 1
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("budget", "reason", "turns"),
+    [
+        (Budget(max_turns=3), StopReason.MAX_TURNS, 3),
+        # prompt 4 tokens, each turn adds 3 (action) + 2 (feedback): 4, 9, 14 -> 1 token left: stop
+        (Budget(max_trajectory_tokens=15), StopReason.MAX_TOKENS, 2),
+        (Budget(max_sampled_tokens=7), StopReason.MAX_SAMPLED_TOKENS, 2),
+    ],
+)
+def test_budgets_stop_with_their_reason(budget, reason, turns):
+    async def main():
+        traj, stats = await run_rollout(
+            SyntheticEnv(turns=50), ScriptedCompleter(), RolloutConfig(budget=budget)
+        )
+        assert traj.stop_reason == reason
+        assert stats.turns == turns == len(traj.transitions)
+        last = traj.transitions[-1]
+        assert last.episode_done and last.metrics[f"stop/{reason}"] == 1.0
+        assert [k for k in last.metrics if k.startswith("stop/")] == [f"stop/{reason}"]
+
+    run(main)
+
+
+def test_per_turn_max_tokens_is_passed_to_the_completer():
+    seen: list[int | None] = []
+
+    class Recording(ScriptedCompleter):
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            seen.append(max_tokens)
+            return await super().__call__(model_input, stop, max_tokens=max_tokens)
+
+    async def main():
+        budget = Budget(max_turn_tokens=2, max_sampled_tokens=5)
+        traj, _ = await run_rollout(SyntheticEnv(turns=10), Recording(), RolloutConfig(budget=budget))
+        # sampled: 2, 4 -> remaining 1 -> MAX_SAMPLED_TOKENS; the cap is min(turn, remaining)
+        assert seen == [2, 2]
+        assert all(t.ac.stop_reason == "length" for t in traj.transitions)
+        assert traj.stop_reason == StopReason.MAX_SAMPLED_TOKENS
+
+    run(main)
+
+
+def test_rollout_deadline_keeps_the_prefix():
+    async def main():
+        env = SyntheticEnv(turns=10, hang_at=4)
+        traj, stats = await run_rollout(
+            env, ScriptedCompleter(), RolloutConfig(budget=Budget(rollout_timeout_s=0.2))
+        )
+        assert traj.stop_reason == StopReason.ROLLOUT_TIMEOUT
+        assert stats.turns == 3 and len(traj.transitions) == 3  # the hanging 4th turn is dropped
+        assert traj.transitions[-1].metrics["stop/rollout_timeout"] == 1.0
+
+    run(main)
+
+
+def test_sample_and_step_deadlines_raise_typed_failures():
+    from rollout import SampleTimeout, StepTimeout
+
+    async def main():
+        with pytest.raises(SampleTimeout):
+            await run_rollout(
+                SyntheticEnv(turns=5),
+                ScriptedCompleter(hang_calls=frozenset({2})),
+                RolloutConfig(budget=Budget(sample_timeout_s=0.05)),
+            )
+        with pytest.raises(StepTimeout):
+            await run_rollout(
+                SyntheticEnv(turns=5, hang_at=2),
+                ScriptedCompleter(),
+                RolloutConfig(budget=Budget(step_timeout_s=0.05)),
+            )
+
+    run(main)
+
+
+def test_cookbook_rollout_limits_on_the_env_are_honoured():
+    from tinker_cookbook.rl.rollout_limits import RolloutLimits
+
+    async def main():
+        env = SyntheticEnv(turns=10)
+        env.rollout_limits = RolloutLimits(max_turns=2)  # type: ignore[attr-defined]
+        traj, _ = await run_rollout(env, ScriptedCompleter())
+        assert traj.stop_reason == StopReason.MAX_TURNS and len(traj.transitions) == 2
+        # an explicit budget wins over the env's
+        env = SyntheticEnv(turns=10)
+        env.rollout_limits = RolloutLimits(max_turns=2)  # type: ignore[attr-defined]
+        traj, _ = await run_rollout(env, ScriptedCompleter(), RolloutConfig(budget=Budget(max_turns=4)))
+        assert len(traj.transitions) == 4
+
+    run(main)
+
+
+def test_bad_config_is_a_one_line_error():
+    for make in (
+        lambda: Budget(max_turns=0),
+        lambda: Budget(rollout_timeout_s=-1),
+        lambda: Strategy(StrategyKind.FAIL_FAST, max_retries=2),
+        lambda: Strategy.min_viable(0),
+        lambda: RolloutConfig(max_concurrent_samples=0),
+        lambda: RolloutConfig(compaction_period=0),
+    ):
+        with pytest.raises(ValueError) as info:
+            make()
+        assert "\n" not in str(info.value)
+
+
+# --- groups and strategies ------------------------------------------------------------------------
+
+
+def _group(size=4, fail_slots=(), fail_times=1, **kw) -> SyntheticGroup:
+    """Slots in ``fail_slots`` fail at turn 2 on their first ``fail_times`` envs."""
+    made: dict[int, int] = {}
+
+    def factory(i: int) -> SyntheticEnv:
+        made[i] = made.get(i, 0) + 1
+        fails = i in fail_slots and made[i] <= fail_times
+        return SyntheticEnv(turns=3, fail_at=2 if fails else None)
+
+    return SyntheticGroup(factory, size=size, **kw)
+
+
+def test_fail_fast_drops_the_group_and_counts_everything():
+    async def main():
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(strategy=Strategy.fail_fast()))
+        result = await engine.run_batch([_group(fail_slots=(1,)), _group()])
+        bad, good = result.outcomes
+        assert bad.group is None and bad.failure is not None
+        assert bad.failure.error_type == "ScriptedFailure" and bad.failed == 4 and bad.completed == 0
+        assert good.ok and good.completed == 4
+        assert result.metrics["groups/failed"] == 1 and result.metrics["rollouts/failed"] == 4
+        assert result.metrics["failures/ScriptedFailure"] == 1
+        assert_accounting(result.outcomes)
+        assert all(b.cleanup_calls == 1 for b in (bad.builder, good.builder))  # type: ignore[attr-defined]
+
+    run(main)
+
+
+def test_retry_recovers_on_a_fresh_env_of_the_same_slot():
+    async def main():
+        builder = _group(fail_slots=(2,), fail_times=1)
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(strategy=Strategy.retry(2)))
+        (o,) = (await engine.run_batch([builder])).outcomes
+        assert o.ok and o.completed == 4 and o.retries == 1
+        assert [e.error_type for e in o.errors] == ["ScriptedFailure"]
+        assert builder.make_calls == 2 and builder.cleanup_calls == 1
+
+    run(main)
+
+
+def test_retry_budget_exhausted_fails_the_group():
+    async def main():
+        builder = _group(fail_slots=(0, 1, 2), fail_times=9)
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(strategy=Strategy.retry(2)))
+        (o,) = (await engine.run_batch([builder])).outcomes
+        assert not o.ok and o.retries == 2 and len(o.errors) >= 3  # concurrent slots may fail too
+        assert_accounting([o])
+
+    run(main)
+
+
+def test_min_viable_keeps_survivors_above_the_floor_only():
+    async def main():
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(strategy=Strategy.min_viable(3)))
+        result = await engine.run_batch([_group(fail_slots=(0,)), _group(fail_slots=(0, 1))])
+        kept, dropped = result.outcomes
+        assert kept.ok and kept.completed == 3 and kept.failed == 1
+        assert len(kept.group.trajectories_G) == 3  # type: ignore[union-attr]
+        assert not dropped.ok and dropped.failure.error_type == "GroupBelowFloor"  # type: ignore[union-attr]
+        assert result.metrics["rollouts/requested"] == 8
+        assert result.metrics["rollouts/completed"] + result.metrics["rollouts/failed"] == 8
+        assert_accounting(result.outcomes)
+
+    run(main)
+
+
+def test_group_level_errors_are_recorded_not_raised():
+    from tinker_cookbook.rl.types import Trajectory
+
+    async def main():
+        broken_make = SyntheticGroup(lambda i: SyntheticEnv(2), size=2, fail_make=True)
+        bad_rewards = SyntheticGroup(lambda i: SyntheticEnv(2), size=2, reward_fn=lambda ts: [1.0])
+
+        class SlowReward(SyntheticGroup):
+            async def compute_group_rewards(self, trajectory_group: list[Trajectory], env_group):
+                await anyio.sleep(10)
+                return [(0.0, {}) for _ in trajectory_group]
+
+        slow = SlowReward(lambda i: SyntheticEnv(2), size=2)
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(reward_timeout_s=0.05))
+        result = await engine.run_batch([broken_make, bad_rewards, slow])
+        kinds = [o.failure.error_type for o in result.outcomes]  # type: ignore[union-attr]
+        assert kinds == ["ScriptedFailure", "InvalidGroup", "RewardTimeout"]
+        assert [o.requested for o in result.outcomes] == [0, 2, 2]
+        assert all(b.cleanup_calls == 1 for b in (broken_make, bad_rewards, slow))
+        assert_accounting(result.outcomes)
+
+    run(main)
+
+
+def test_abort_batch_cancels_the_rest_and_reports_partial_results():
+    async def main():
+        hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=2), size=2)
+        bad = _group(fail_slots=(0,))
+        engine = RolloutEngine(
+            ScriptedCompleter(), RolloutConfig(strategy=Strategy.fail_fast(abort_batch=True))
+        )
+        with pytest.raises(BatchAborted) as info:
+            await engine.run_batch([hang, bad])
+        assert info.value.cancelled == 1
+        assert [o.index for o in info.value.result.outcomes] == [1]
+        assert hang.cleanup_calls == 1 and bad.cleanup_calls == 1
+        assert "\n" not in str(info.value)
+
+    run(main)
+
+
+# --- gates ----------------------------------------------------------------------------------------
+
+
+def test_sampling_gate_bounds_in_flight_calls():
+    async def main():
+        policy = ScriptedCompleter(delay_s=0.002)
+        engine = RolloutEngine(policy, RolloutConfig(max_concurrent_samples=5))
+        result = await engine.run_batch([_group(size=4) for _ in range(6)])
+        assert policy.max_in_flight == 5  # reached, never exceeded
+        assert result.metrics["rollouts/completed"] == 24
+
+    run(main)
+
+
+def test_env_step_gate_bounds_in_flight_steps():
+    in_flight = 0
+    peak = 0
+
+    class Counting(SyntheticEnv):
+        async def step(self, action, *, extra=None):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                await anyio.sleep(0.002)
+                return await super().step(action, extra=extra)
+            finally:
+                in_flight -= 1
+
+    async def main():
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(max_concurrent_env_steps=3))
+        await engine.run_batch([SyntheticGroup(lambda i: Counting(3), size=4) for _ in range(3)])
+        assert peak == 3
+
+    run(main)
+
+
+def test_gate_hands_slots_over_in_fifo_order_and_survives_cancellation():
+    from rollout import Gate
+
+    async def main():
+        gate = Gate(1)
+        order: list[int] = []
+        await gate.acquire()
+
+        async def waiter(i: int) -> None:
+            await gate.acquire()
+            order.append(i)
+            gate.release()
+
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(waiter, i)
+            await anyio.sleep(0.01)
+            with anyio.move_on_after(0.01):  # a cancelled waiter must not leak the slot
+                await gate.acquire()
+            gate.release()
+        assert order == [0, 1, 2] and gate.free == 1 and gate.in_use == 0
+
+    run(main)
+
+
+# --- streaming and cancellation -------------------------------------------------------------------
+
+
+def test_stream_yields_groups_as_they_finish():
+    async def main():
+        slow = SyntheticGroup(lambda i: SyntheticEnv(3, delay_s=0.05), size=2)
+        fast = SyntheticGroup(lambda i: SyntheticEnv(3), size=2)
+        engine = RolloutEngine(ScriptedCompleter())
+        async with engine.stream([slow, fast]) as outcomes:
+            order = [o.index async for o in outcomes]
+        assert order == [1, 0]
+
+    run(main)
+
+
+def test_leaving_a_stream_early_cancels_the_rest_and_cleans_up():
+    async def main():
+        hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=1), size=3)
+        fast = SyntheticGroup(lambda i: SyntheticEnv(3), size=2)
+        engine = RolloutEngine(ScriptedCompleter())
+        async with engine.stream([hang, fast]) as outcomes:
+            async for o in outcomes:
+                assert o.index == 1
+                break
+        assert hang.cleanup_calls == 1 and fast.cleanup_calls == 1
+
+    run(main)
+
+
+def test_cancelling_a_batch_midway_leaves_no_tasks_and_cleans_every_group_once():
+    async def main():
+        builders = [
+            SyntheticGroup(lambda i: SyntheticEnv(50, delay_s=0.01), size=3, cleanup_delay_s=0.01)
+            for _ in range(5)
+        ]
+        builders.append(SyntheticGroup(lambda i: SyntheticEnv(5, hang_at=2), size=3))
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(max_concurrent_samples=4))
+        before = len(asyncio.all_tasks())
+        with anyio.move_on_after(0.1) as scope:
+            await engine.run_batch(builders)
+        assert scope.cancelled_caught
+        assert len(asyncio.all_tasks()) == before
+        for b in builders:
+            assert b.make_calls == 1 and b.cleanup_calls == 1  # cleanup ran despite cancellation
+
+    anyio.run(main, backend="asyncio")
