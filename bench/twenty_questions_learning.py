@@ -127,7 +127,7 @@ def _question_fraction(row: dict[str, Any]) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the result line last."""
     parser = argparse.ArgumentParser(
-        prog="python bench/twenty_questions_learning.py", description=__doc__.split("\n")[0]
+        prog="python bench/twenty_questions_learning.py", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument(
         "--quick", action="store_true", help="a few-minute end-to-end check (no learning claim)"
