@@ -1,0 +1,329 @@
+"""Evaluate a checkpoint or a base model on a math test split: ``python -m envs.math.eval [key=value ...]``.
+
+Offline by default: the local backend, the embedded SmolLM2-135M, 32 generated test problems
+(levels 1-2), greedy decoding, the single-turn game. Reports accuracy (final answer correct),
+format rate (answers with a ``\\boxed{}``), mean attempts, mean reward and grading timeouts, and
+writes a results JSON (summary + one record per episode) to ``output``.
+
+Examples::
+
+    python -m envs.math.eval                                   # base model
+    python -m envs.math.eval run=runs/math/default             # last checkpoint of a training run
+    python -m envs.math.eval checkpoint=local://<id>/sampler_weights/000020 checkpoint_root=runs/x/checkpoints
+    python -m envs.math.eval env=feedback source=gsm8k path=data/gsm8k_test.jsonl n_test=200
+
+The game keys (``env``, ``max_attempts``, ``calculator``, ``source``, ``path``, ``levels``...)
+mean the same as in ``python -m envs.math.train``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import chz
+
+__all__ = ["EpisodeRecord", "EvalConfig", "EvalSummary", "evaluate_policy", "main", "run_eval"]
+
+SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@chz.chz
+class EvalConfig:
+    """Configuration of one evaluation (fields are the command-line keys)."""
+
+    model_name: str = SMOLLM2_NAME
+    """Base model (also the tokenizer of the renderer)."""
+    renderer_name: str = "qwen3_instruct"
+    """Renderer of the conversation."""
+    backend: str = "local"
+    """``local`` (embedded, offline), ``tinker`` or ``auto``."""
+    checkpoint: str | None = None
+    """Sampler weights to evaluate (``local://...`` or ``tinker://...``); None: the base model."""
+    checkpoint_root: str | None = None
+    """Folder that ``local://`` paths are relative to (a run's ``checkpoints/``)."""
+    run: str | None = None
+    """A training run folder: evaluates its last sampler checkpoint (sets the two keys above)."""
+    output: str | None = None
+    """Results JSON path (default: ``<run>/math_eval.json`` or ``runs/math/eval.json``)."""
+
+    env: str = "single"
+    """Game preset: ``single``, ``feedback`` or ``calculator``."""
+    max_attempts: int | None = None
+    """Answers per episode (default: the preset's)."""
+    attempt_decay: float = 0.5
+    """Reward decay per extra attempt."""
+    format_coef: float = 0.1
+    """Weight of the format term."""
+    calculator: str | None = None
+    """Override the calculator: ``off``, ``auto``, ``tool`` or ``tag``."""
+    source: str = "generated"
+    """``generated``, ``gsm8k``, ``math`` or ``jsonl``."""
+    path: str | None = None
+    """Local data file (``{split}`` becomes ``test``)."""
+    levels: str = "1,2"
+    """Generator levels."""
+    n_test: int = 32
+    """Test problems (at most)."""
+    samples_per_problem: int = 1
+    """Episodes per problem."""
+    seed: int = 0
+    """Generator seed (the test split of the same seed as training)."""
+
+    max_tokens: int = 48
+    """Sampled tokens per assistant turn."""
+    temperature: float = 0.0
+    """Sampling temperature (0: greedy)."""
+    concurrency: int = 8
+    """Episodes in flight at once."""
+    grading_timeout_s: float = 2.0
+    """Hard timeout of one symbolic grading."""
+
+    @chz.validate
+    def _check(self) -> None:
+        if self.n_test < 1 or self.samples_per_problem < 1 or self.concurrency < 1 or self.max_tokens < 1:
+            raise ValueError("n_test, samples_per_problem, concurrency and max_tokens must be >= 1")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One evaluated episode."""
+
+    uid: str
+    """Problem id."""
+    question: str
+    """The question."""
+    reference: str
+    """Reference answer."""
+    extracted: str
+    """The last extracted ``\\boxed{}`` answer (``<none>`` without one)."""
+    correct: bool
+    """Final answer correct."""
+    format: float
+    """Fraction of answers with a box."""
+    attempts: int
+    """Answers given (0 when the episode ended on a fault before any answer)."""
+    reward: float
+    """Total reward."""
+    turns: int
+    """Assistant turns (answers + calculator calls)."""
+    stop: str
+    """Why the episode ended."""
+    last_reply: str
+    """Decoded text of the last assistant turn."""
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """Aggregates of an evaluation."""
+
+    n: int
+    """Episodes."""
+    accuracy: float
+    """Fraction with a correct final answer."""
+    format_rate: float
+    """Mean fraction of answers with a ``\\boxed{}`` (a faulty turn counts as unformatted)."""
+    mean_attempts: float
+    """Mean answers per episode."""
+    mean_reward: float
+    """Mean total reward."""
+    grading_timeouts: int
+    """Gradings cut off by the timeout (scored wrong)."""
+    seconds: float
+    """Wall time."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What was evaluated (model, checkpoint, game, data)."""
+
+
+async def evaluate_policy(
+    policy: Any,
+    envs: Sequence[Any],
+    problems: Sequence[Any],
+    *,
+    concurrency: int = 8,
+) -> list[EpisodeRecord]:
+    """Roll out ``policy`` (a cookbook ``TokenCompleter``) once in each of ``envs`` (MathEnvs,
+    ``problems[i]`` for ``envs[i]``) with at most ``concurrency`` episodes in flight."""
+    import anyio
+    from tinker_cookbook.rl.rollouts import do_single_rollout
+    from tinker_cookbook.rl.types import STOP_METRIC_PREFIX
+
+    from envs.math.env import METRIC_ATTEMPTS, METRIC_CORRECT, METRIC_FORMAT
+
+    limiter = anyio.CapacityLimiter(concurrency)
+    records: list[EpisodeRecord | None] = [None] * len(envs)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            env = envs[i]
+            traj = await do_single_rollout(policy, env)
+        metrics: dict[str, float] = {}
+        logs: dict[str, Any] = {}
+        for t in traj.transitions:
+            metrics.update(t.metrics)
+            logs.update(t.logs)
+        stop = next((k[len(STOP_METRIC_PREFIX) :] for k in metrics if k.startswith(STOP_METRIC_PREFIX)), "")
+        last = traj.transitions[-1].ac.tokens if traj.transitions else []
+        p = problems[i]
+        records[i] = EpisodeRecord(
+            uid=p.uid,
+            question=p.question,
+            reference=p.answer,
+            extracted=str(logs.get("extracted", "<none>")),
+            correct=bool(metrics.get(METRIC_CORRECT, 0.0)),
+            format=float(metrics.get(METRIC_FORMAT, 0.0)),
+            attempts=int(metrics.get(METRIC_ATTEMPTS) or env.attempts),
+            reward=float(sum(t.reward for t in traj.transitions)),
+            turns=len(traj.transitions),
+            stop=stop,
+            last_reply=env.renderer.tokenizer.decode(last),
+        )
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(envs)):
+            tg.start_soon(one, i)
+    return [r for r in records if r is not None]
+
+
+def summarize(
+    records: Sequence[EpisodeRecord], seconds: float, timeouts: int, extra: dict[str, Any]
+) -> EvalSummary:
+    """Aggregate episode records."""
+    n = len(records)
+
+    def mean(xs: Sequence[float]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
+    return EvalSummary(
+        n=n,
+        accuracy=mean([float(r.correct) for r in records]),
+        format_rate=mean([r.format for r in records]),
+        mean_attempts=mean([float(r.attempts) for r in records]),
+        mean_reward=mean([r.reward for r in records]),
+        grading_timeouts=timeouts,
+        seconds=seconds,
+        extra=extra,
+    )
+
+
+def _resolve_checkpoint(config: EvalConfig) -> tuple[str | None, str | None]:
+    if config.run is None:
+        return config.checkpoint, config.checkpoint_root
+    run = Path(config.run)
+    records = run / "checkpoints.jsonl"
+    if not records.is_file():
+        raise FileNotFoundError(f"{run}: not a training run folder (no checkpoints.jsonl)")
+    sampler = None
+    for line in records.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        sampler = row.get("sampler_path") or sampler
+    if sampler is None:
+        raise ValueError(f"{records}: no sampler checkpoint recorded yet")
+    return sampler, config.checkpoint_root or str(run / "checkpoints")
+
+
+async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord], Path]:
+    """Evaluate as configured; write the results JSON; return (summary, records, output path)."""
+    from backend import make_service_client
+    from completers import SamplingTokenCompleter
+    from envs.math.builders import MathDatasetBuilder, load_split
+    from envs.math.data import Split
+    from envs.math.env import MathEnv
+    from envs.math.grading import Grader, GraderConfig
+    from renderers_ext import get_renderer
+
+    checkpoint, root = _resolve_checkpoint(config)
+    game = MathDatasetBuilder(
+        env=config.env,
+        max_attempts=config.max_attempts,
+        attempt_decay=config.attempt_decay,
+        format_coef=config.format_coef,
+        calculator=config.calculator,
+    ).env_config()
+    problems = load_split(
+        config.source, Split.TEST, path=config.path, n=config.n_test, seed=config.seed, levels=config.levels
+    )
+    problems = [p for p in problems for _ in range(config.samples_per_problem)]
+    output = Path(
+        config.output or (Path(config.run) / "math_eval.json" if config.run else "runs/math/eval.json")
+    )
+
+    kwargs: dict[str, Any] = {"root": root} if config.backend != "tinker" and root else {}
+    service: Any = make_service_client(config.backend, **kwargs)  # type: ignore[arg-type]
+    if checkpoint is not None:
+        sampling_client = await service.create_sampling_client_async(model_path=checkpoint)
+    else:
+        sampling_client = await service.create_sampling_client_async(base_model=config.model_name)
+    policy = SamplingTokenCompleter(
+        sampling_client, max_tokens=config.max_tokens, temperature=config.temperature
+    )
+    renderer = get_renderer(config.renderer_name, config.model_name)
+
+    t0 = time.perf_counter()
+    with Grader(GraderConfig(timeout_s=config.grading_timeout_s)) as grader:
+        envs = [MathEnv(renderer, p, game, grader=grader) for p in problems]
+        records = await evaluate_policy(policy, envs, problems, concurrency=config.concurrency)
+        timeouts = grader.stats.timed_out
+    extra = {
+        "model_name": config.model_name,
+        "checkpoint": checkpoint,
+        "game": config.env,
+        "max_attempts": game.max_attempts,
+        "calculator": str(game.calculator),
+        "source": config.source,
+        "path": config.path,
+        "levels": config.levels,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+    }
+    summary = summarize(records, time.perf_counter() - t0, timeouts, extra)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(output.suffix + ".tmp")
+    tmp.write_text(
+        json.dumps({"summary": asdict(summary), "episodes": [asdict(r) for r in records]}, indent=1)
+    )
+    tmp.replace(output)
+    return summary, records, output
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``key=value`` arguments, evaluate, print the summary line; returns the exit status."""
+    import anyio
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in args):
+        print("usage: python -m envs.math.eval [key=value ...]\n")
+        print(chz.Blueprint(EvalConfig).get_help())
+        return 0
+    try:
+        config = chz.Blueprint(EvalConfig).make_from_argv(args)
+    except Exception as e:  # chz raises several types; all mean "bad command line"
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        print(f"envs.math.eval: error: {first}", file=sys.stderr)
+        return 2
+    try:
+        summary, _, output = anyio.run(run_eval, config)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        print(f"envs.math.eval: error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"n={summary.n} accuracy={summary.accuracy:.3f} format_rate={summary.format_rate:.3f} "
+        f"mean_attempts={summary.mean_attempts:.2f} mean_reward={summary.mean_reward:.3f} "
+        f"grading_timeouts={summary.grading_timeouts} seconds={summary.seconds:.1f}"
+    )
+    print(f"results: {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
