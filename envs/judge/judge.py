@@ -41,6 +41,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Message, get_text_content
 
@@ -482,7 +483,10 @@ class Judge:
 
     @property
     def completer(self) -> MessageCompleter:
-        """The wrapped completer (built on first use)."""
+        """The wrapped completer (built on first use; :meth:`ask` builds it in a worker thread).
+
+        A completer that cannot be built (unknown kind, missing package...) raises: that is a
+        configuration error, not a judge fault to fall back from."""
         if self._completer is None:
             with self._completer_lock:
                 if self._completer is None:
@@ -563,7 +567,9 @@ class Judge:
         self, prompt: Sequence[Message], parse: ScoreParser, key: str, start: float
     ) -> JudgeResult:
         cfg = self.config
-        completer = self.completer
+        completer = self._completer
+        if completer is None:  # building one may load a model: keep it off the event loop
+            completer = await anyio.to_thread.run_sync(lambda: self.completer)
         attempts = timeouts = errors = unparseable = 0
         reply_text, error = "", ""
         for attempt in range(cfg.max_attempts):
