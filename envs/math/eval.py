@@ -155,7 +155,8 @@ async def evaluate_policy(
     from tinker_cookbook.rl.rollouts import do_single_rollout
     from tinker_cookbook.rl.types import STOP_METRIC_PREFIX
 
-    from envs.math.env import METRIC_ATTEMPTS, METRIC_CORRECT, METRIC_FORMAT
+    from envs.core import METRIC_FAULT_PREFIX
+    from envs.math.env import METRIC_CORRECT
 
     limiter = anyio.CapacityLimiter(concurrency)
     records: list[EpisodeRecord | None] = [None] * len(envs)
@@ -170,6 +171,12 @@ async def evaluate_policy(
             metrics.update(t.metrics)
             logs.update(t.logs)
         stop = next((k[len(STOP_METRIC_PREFIX) :] for k in metrics if k.startswith(STOP_METRIC_PREFIX)), "")
+        faulted = (
+            any(k.startswith(METRIC_FAULT_PREFIX) for k in traj.transitions[-1].metrics)
+            if traj.transitions
+            else False
+        )
+        answered = env.attempts + int(faulted)  # a faulty turn counts as an unformatted answer
         last = traj.transitions[-1].ac.tokens if traj.transitions else []
         p = problems[i]
         records[i] = EpisodeRecord(
@@ -178,8 +185,8 @@ async def evaluate_policy(
             reference=p.answer,
             extracted=str(logs.get("extracted", "<none>")),
             correct=bool(metrics.get(METRIC_CORRECT, 0.0)),
-            format=float(metrics.get(METRIC_FORMAT, 0.0)),
-            attempts=int(metrics.get(METRIC_ATTEMPTS) or env.attempts),
+            format=env.formatted_attempts / answered if answered else 0.0,
+            attempts=env.attempts,
             reward=float(sum(t.reward for t in traj.transitions)),
             turns=len(traj.transitions),
             stop=stop,
