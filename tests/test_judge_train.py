@@ -1,0 +1,77 @@
+"""``envs.judge.train`` on the shared loop: defaults, bad values, one step on TINY with scripted judges."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+import training
+from envs.judge import JudgeEnvKind, PairwiseGroupBuilder, RubricGroupBuilder, TournamentPattern
+from envs.judge.train import JudgeTrainConfig
+from training._logging import read_rows
+
+
+def test_defaults_use_the_embedded_model_as_policy_and_judge() -> None:
+    config = training.parse_config(JudgeTrainConfig, [])
+    assert config.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert config.judge == "local:HuggingFaceTB/SmolLM2-135M-Instruct"
+    builder = config.dataset_builder()
+    assert builder.kind is JudgeEnvKind.RUBRIC and builder.judge.max_tokens == config.judge_max_tokens
+    train, test = anyio.run(builder)
+    assert test is not None and len(test.get_batch(0)) == config.n_test
+    group = train.get_batch(0)[0]
+    assert isinstance(group, RubricGroupBuilder) and group.task.turns == 1  # multi_turn=False by default
+
+
+def test_pairwise_multi_turn_keys() -> None:
+    config = training.parse_config(
+        JudgeTrainConfig,
+        [
+            "kind=pairwise",
+            "pattern=round_robin",
+            "multi_turn=true",
+            "judge=scripted:prefers_a",
+            "user=scripted:reply:ok",
+        ],
+    )
+    builder = config.dataset_builder()
+    train, _ = anyio.run(builder)
+    groups = [g for i in range(len(train)) for g in train.get_batch(i)]
+    assert all(
+        isinstance(g, PairwiseGroupBuilder) and g.pattern is TournamentPattern.ROUND_ROBIN for g in groups
+    )
+    multi = [g for g in groups if isinstance(g, PairwiseGroupBuilder) and g.task.turns > 1]
+    assert multi and all(g.user is not None and g.user.model.completer == "scripted:reply:ok" for g in multi)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), [(["kind=ranking"], "kind must be"), (["pattern=swiss"], "pattern must be")]
+)
+def test_bad_values_are_one_line_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(training.ConfigError, match=message):
+        training.parse_config(JudgeTrainConfig, argv)
+
+
+def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path) -> None:
+    config = training.parse_config(
+        JudgeTrainConfig,
+        [
+            "model_name=turngym/tiny-random-llama",
+            "judge=scripted:score:6",
+            f"log_path={tmp_path}",
+            "max_steps=1",
+            "eval_every=1",
+            "batch_size=1",
+            "group_size=2",
+            "n_test=1",
+            "max_tokens=8",
+            "progress=False",
+        ],
+    )
+    summary = training.train(config)
+    assert summary.end_step == 1
+    (row,) = read_rows(tmp_path / "metrics.jsonl")
+    assert row["env/all/judge/calls"] == 1.0 and row["env/all/judge/fallback"] == 0.0
+    evals = read_rows(tmp_path / "eval.jsonl")
+    assert [r["step"] for r in evals] == [0, 1]
+    assert (tmp_path / "reward_curve.png").is_file() and (tmp_path / "config.json").is_file()
