@@ -251,3 +251,42 @@ def test_prune_local_keeps_newest_and_ignores_foreign_paths(tmp_path: Path) -> N
     assert sorted(p.name for p in (root / "run" / "weights").iterdir()) == ["000002", "000003"]
     record = last_checkpoint(tmp_path)  # the tinker record has no RNG file: skipped
     assert record is not None and record.batch == 3
+
+
+def test_warm_start_runs_once_and_lowers_the_sft_loss(tmp_path: Path) -> None:
+    datum = training.sft_datum([1, 9690, 198, 100, 200, 300, 2], [0, 0, 0, 0, 1, 1, 1])
+    assert datum.model_input.length == 6
+    assert datum.loss_fn_inputs["weights"].to_torch().tolist() == [0, 0, 0, 1, 1, 1]
+    hook = training.supervised_warm_start([datum], steps=6, batch_size=1, learning_rate=1e-2)
+    calls: list[dict[str, float]] = []
+
+    async def spy(client, config):  # type: ignore[no-untyped-def]
+        out = await hook(client, config)
+        calls.append(out)
+        return out
+
+    config = ToyConfig(log_path=str(tmp_path), max_steps=1, eval_every=0, progress=False)
+    training.train(config, warm_start=spy)
+    assert len(calls) == 1 and calls[0]["warm_start/loss_last"] < calls[0]["warm_start/loss_first"]
+    training.train(
+        ToyConfig(log_path=str(tmp_path), max_steps=2, eval_every=0, progress=False), warm_start=spy
+    )
+    assert len(calls) == 1  # a resumed run does not warm-start again
+    assert _steps(tmp_path, "metrics.jsonl") == [0, 1]
+
+
+def test_time_budget_stops_early_with_a_checkpoint_and_a_final_eval(tmp_path: Path) -> None:
+    config = ToyConfig(
+        log_path=str(tmp_path),
+        max_steps=50,
+        eval_every=100,
+        save_every=0,
+        time_budget_minutes=1e-4,
+        progress=False,
+    )
+    summary = training.train(config)
+    assert summary.end_step == 1
+    assert _steps(tmp_path, "metrics.jsonl") == [0]
+    assert _steps(tmp_path, "eval.jsonl") == [0, 1]
+    record = last_checkpoint(tmp_path)
+    assert record is not None and record.batch == 1

@@ -9,6 +9,8 @@ Abstractions:
 - :func:`train` / :func:`train_async`: run or resume the loop (sample -> datums ->
   ``forward_backward`` + ``optim_step`` -> new sampler), on the local backend or Tinker.
 - :class:`RunSummary`: what a call did (steps, last held-out evaluation, run folder).
+- :data:`WarmStart`, :func:`supervised_warm_start`, :func:`sft_datum`: an optional hook run once
+  on a fresh start, e.g. ``cross_entropy`` steps on scripted transcripts before RL.
 
 Run folder (``log_path``): ``config.json``, ``metrics.jsonl`` (one row per step),
 ``eval.jsonl`` (held-out rows, ``eval/`` prefix, ``step`` = updates so far),
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from training._loop import RunFolderError, RunSummary, WarmStart, train, train_async
     from training._metrics import group_metrics
     from training._plot import plot_reward_curve
+    from training._warm_start import sft_datum, supervised_warm_start
 
 _LAZY = {
     "RunFolderError": "training._loop",
@@ -56,6 +59,8 @@ _LAZY = {
     "train_async": "training._loop",
     "group_metrics": "training._metrics",
     "plot_reward_curve": "training._plot",
+    "sft_datum": "training._warm_start",
+    "supervised_warm_start": "training._warm_start",
 }
 
 __all__ = [
@@ -71,6 +76,8 @@ __all__ = [
     "parse_config",
     "plot_reward_curve",
     "run_cli",
+    "sft_datum",
+    "supervised_warm_start",
     "train",
     "train_async",
 ]

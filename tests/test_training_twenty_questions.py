@@ -1,0 +1,73 @@
+"""``envs.twenty_questions.train`` on the shared loop: defaults, CLI errors, one step on TINY."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import training
+from envs.twenty_questions.train import TwentyQuestionsTrainConfig
+from training._logging import read_rows
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+
+
+def test_defaults_are_the_easy_local_setting() -> None:
+    config = training.parse_config(TwentyQuestionsTrainConfig, [])
+    assert config.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert (config.candidates, config.max_questions, config.batch_size, config.group_size) == (4, 4, 4, 8)
+    assert (config.learning_rate, config.lora_rank, config.max_tokens, config.temperature) == (
+        1e-3,
+        16,
+        16,
+        1.0,
+    )
+    assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
+    assert config.log_path == "runs/twenty_questions/default"
+    builder = config.dataset_builder()
+    assert builder.env.candidates == 4 and builder.env.format_penalty == 0.1
+    assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
+
+
+def test_unknown_key_exits_2_with_one_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envs.twenty_questions.train", "candiates=8"],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "envs.twenty_questions.train: error: unknown key 'candiates' (run with --help to list the keys)"
+    )
+
+
+def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None:
+    config = training.parse_config(
+        TwentyQuestionsTrainConfig,
+        [
+            "model_name=turngym/tiny-random-llama",
+            f"log_path={tmp_path}",
+            "max_steps=1",
+            "eval_every=1",
+            "batch_size=2",
+            "group_size=2",
+            "eval_words=2",
+            "eval_group_size=2",
+            "progress=False",
+        ],
+    )
+    summary = training.train(config)
+    assert summary.end_step == 1
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0]
+    assert "env/all/twenty_questions/question_fraction" in rows[0]
+    evals = read_rows(tmp_path / "eval.jsonl")
+    assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval/episodes"] == 4.0
+    assert (tmp_path / "transcripts" / "eval_step0001.html").read_text().count('class="ep"') == 4
+    assert (tmp_path / "reward_curve.png").is_file()
