@@ -275,6 +275,21 @@ def test_concurrent_gradings_queue_on_a_small_pool():
     assert stats.symbolic + stats.fast == 12
 
 
+def test_a_worker_that_died_while_idle_is_replaced():
+    async def main():
+        with Grader(GraderConfig(workers=1, timeout_s=10.0)) as g:
+            await g.warmup()
+            (worker,) = g._idle
+            worker.proc.kill()
+            worker.proc.wait()
+            result = await g.grade("x+1", "1+x")
+            return result, g.stats
+
+    result, stats = anyio.run(main)
+    assert result.correct and result.status is GradeStatus.SYMBOLIC
+    assert stats.restarts == 1 and stats.errors == 0
+
+
 def test_grader_pickles_as_its_config_and_close_is_final():
     g = Grader(GraderConfig(workers=3, timeout_s=1.5))
     copy = pickle.loads(pickle.dumps(g))

@@ -268,7 +268,8 @@ class Grader:
                     (self._idle if w.ready else self._booting).append(w)
 
     def close(self) -> None:
-        """Kill every worker. Idempotent; later gradings raise ``RuntimeError``."""
+        """Kill every worker (one in use is killed when its grading ends). Idempotent; later
+        gradings raise ``RuntimeError``. Reaping the killed processes may block for a few ms."""
         with self._lock:
             self._closed = True
             workers = self._idle + self._booting + self._dead
@@ -368,6 +369,9 @@ class Grader:
             with self._lock:
                 self._check_open()
                 for pool in (self._idle, self._booting):
+                    while pool and pool[0].proc.poll() is not None:  # died on its own (OOM killer...)
+                        pool.pop(0).kill()  # closes its pipes
+                        self._counts["restarts"] += 1
                     if pool:
                         self._busy += 1
                         return pool.pop(0)
@@ -389,7 +393,8 @@ class Grader:
             if clean and not self._closed:
                 self._idle.append(worker)
                 return
-            self._counts["restarts"] += 1
+            if not self._closed:
+                self._counts["restarts"] += 1
             self._dead = [w for w in self._dead if not w.reap()]
             self._dead.append(worker)
         worker.kill()
