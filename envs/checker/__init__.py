@@ -8,9 +8,11 @@ from envs.checker._report import CheckName, CheckResult, ConformanceReport, Outc
 from envs.checker._run import (
     CheckConfig,
     ConformanceRun,
+    FuzzStats,
     check_conformance,
     declared_budget,
     describe_action,
+    fuzz_env,
     pickle_problem,
     step_result_problem,
 )
@@ -33,6 +35,7 @@ __all__ = [
     "CheckResult",
     "ConformanceReport",
     "ConformanceRun",
+    "FuzzStats",
     "Outcome",
     "check_conformance",
     "declared_budget",
@@ -40,6 +43,7 @@ __all__ = [
     "env_actions",
     "env_limits",
     "fault_policies",
+    "fuzz_env",
     "invalid_utf8_fragments",
     "pickle_problem",
     "step_result_problem",

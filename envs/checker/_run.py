@@ -16,14 +16,14 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 import tinker
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from tinker_cookbook.completers import StopCondition
@@ -189,6 +189,14 @@ def step_result_problem(result: Any, vocab: int | None) -> str | None:
     return None
 
 
+_MAX_PLAN = 24
+"""Most actions drawn per fuzz episode (longer episodes cycle through them)."""
+
+
+class _StopFuzz(BaseException):
+    """Ends a hypothesis run at once (a BaseException: hypothesis neither shrinks nor replays it)."""
+
+
 class _LagMonitor:
     """Measures the longest stretch the event loop went without running this ticker."""
 
@@ -239,6 +247,10 @@ class ConformanceRun:
         self.rewards: list[float] = []
         self.stop_reasons: Counter[str] = Counter()
         self._strategies: dict[tuple[Any, ...], st.SearchStrategy[list[int]]] = {}
+        self.initial_stop: StopCondition | None = None
+        self.plan_budget = config.max_steps
+        self.action_limit: int | None = None
+        """Stop drawing episodes once this many actions were stepped (None: no limit)."""
 
     # --- bookkeeping ---------------------------------------------------------------------
     def fail(self, check: CheckName, detail: str) -> None:
@@ -251,11 +263,12 @@ class ConformanceRun:
         return self.config.fail_fast and any(check in _EPISODE_CHECKS for check in self.failures)
 
     # --- the run -------------------------------------------------------------------------
-    def run(self) -> None:
-        """All checks, in order; a failure that makes later checks meaningless skips them."""
+    def prepare(self) -> bool:
+        """The static checks (pickle, ``make_envs``, initial observations) and the tokenizer;
+        True when episodes can be played."""
         made = self._build(self.config.seed)
         if made is None:
-            return
+            return False
         problem = pickle_problem(made) if isinstance(made, EnvGroupBuilder) else "a single Env, not a builder"
         if problem:
             self.fail(CheckName.PICKLE, f"pickle round trip failed: {problem}")
@@ -264,25 +277,33 @@ class ConformanceRun:
         envs = self._make_envs(made)
         if envs is None:
             self._cleanup_quietly(made)
-            return
+            return False
         if self.tokenizer is None:
             self.tokenizer = find_tokenizer(made) or next((t for t in map(find_tokenizer, envs) if t), None)
         self.vocab = len(self.tokenizer) if self.tokenizer is not None else None
         ok = self._check_initial(envs)
         self._cleanup_quietly(made)
-        if not ok:
-            return
-        if self.tokenizer is None:
-            for check in (CheckName.NO_RAISE, CheckName.EXTENSION):
+        if ok and self.tokenizer is None:
+            for check in _EPISODE_CHECKS:
                 self.skips[check] = "no tokenizer: the env has no .renderer.tokenizer (pass tokenizer=)"
-            return
-        for i in range(self.config.scripted_episodes):
-            if self.stopped:
-                break
-            self._scripted_episode(self.config.seed + i, offset=i)
-        if not self.stopped and self.config.examples > 0:
-            self.fuzz(self.config.examples, self.config.seed)
-        self._check_cleanup()
+            return False
+        if ok and self.initial_stop is None:
+            for check in _EPISODE_CHECKS:
+                self.skips[check] = "every initial observation overflowed: no episode to play"
+            return False
+        return ok
+
+    def run(self) -> None:
+        """All checks, in order; a failure that makes later checks meaningless skips them."""
+        if self.prepare():
+            for i in range(self.config.scripted_episodes):
+                if self.stopped:
+                    break
+                self._scripted_episode(self.config.seed + i, offset=i)
+            if not self.stopped and self.config.examples > 0:
+                self.fuzz(self.config.examples, self.config.seed)
+        if CheckName.MAKE_ENVS not in self.failures:
+            self._check_cleanup()
 
     def _build(self, seed: int) -> EnvGroupBuilder | Env | None:
         try:
@@ -352,6 +373,9 @@ class ConformanceRun:
                 self.fail(CheckName.INITIAL_OBSERVATION, f"env {i}: {problem}")
                 return False
             lengths.append(len(tokens or []))
+            if self.initial_stop is None:
+                self.initial_stop = first[1]
+                self.plan_budget = declared_budget(env, self.config.max_steps)[0]
         shown = ", ".join("overflow" if n < 0 else str(n) for n in lengths[:4])
         self.notes[CheckName.INITIAL_OBSERVATION] = (
             f"prompt tokens per env: {shown}{', …' if len(lengths) > 4 else ''}"
@@ -483,7 +507,15 @@ class ConformanceRun:
         return self._strategies[key]
 
     def fuzz(self, examples: int, seed: int) -> None:
-        """Play ``examples`` hypothesis-drawn episodes (seeded by ``seed``)."""
+        """Play ``examples`` hypothesis-drawn episodes (seeded by ``seed``).
+
+        Each example draws its whole plan of actions before the episode starts (the episode
+        cycles through the plan if it outlives it): draws never depend on what the env does,
+        so hypothesis's generation stays consistent whatever the env returns.
+        """
+        assert self.initial_stop is not None
+        plan_size = max(1, min(self.plan_budget, _MAX_PLAN))
+        plans = st.lists(self._actions_for(self.initial_stop), min_size=1, max_size=plan_size)
 
         @hypothesis_seed(seed)
         @settings(
@@ -493,18 +525,20 @@ class ConformanceRun:
             phases=[Phase.generate],
             suppress_health_check=_HEALTH,
             print_blob=False,
+            verbosity=Verbosity.quiet,
         )
-        @given(episode_seed=st.integers(0, 2**31 - 1), data=st.data())
-        def episode(episode_seed: int, data: st.DataObject) -> None:
-            if self.stopped:
-                return
+        @given(episode_seed=st.integers(0, 2**31 - 1), plan=plans)
+        def episode(episode_seed: int, plan: list[list[int]]) -> None:
+            if self.stopped or (self.action_limit is not None and self.actions >= self.action_limit):
+                raise _StopFuzz
 
             def next_action(turn: int, stop: StopCondition) -> list[int]:
-                return data.draw(self._actions_for(stop), label=f"action {turn}")
+                return plan[(turn - 1) % len(plan)]
 
             self.play(episode_seed, next_action, check_extension_property=False)
 
-        episode()
+        with contextlib.suppress(_StopFuzz):
+            episode()
 
     # --- cleanup -------------------------------------------------------------------------
     def _cleanup(self, made: EnvGroupBuilder | Env) -> None:
@@ -619,6 +653,65 @@ def check_conformance(
         crashes=run.crashes,
         seconds=time.monotonic() - start,
         stats={"longest_episode": run.longest_episode, "stop_reasons": dict(run.stop_reasons)},
+    )
+
+
+@dataclass(frozen=True)
+class FuzzStats:
+    """What a fuzz run covered and what broke."""
+
+    target: str
+    """What was fuzzed."""
+    actions: int
+    """Actions stepped."""
+    episodes: int
+    """Episodes played."""
+    crashes: int
+    """Steps that raised or hung."""
+    failures: dict[str, str]
+    """The first failure of each check that failed (check name to detail)."""
+    seconds: float
+    """Wall-clock duration."""
+
+    @property
+    def line(self) -> str:
+        """``actions=<n> crashes=<m>`` (the bench's last line)."""
+        return f"actions={self.actions} crashes={self.crashes}"
+
+
+def fuzz_env(
+    source: EnvSource,
+    actions: int = 10_000,
+    *,
+    seed: int = 0,
+    config: CheckConfig | None = None,
+    target: str | None = None,
+) -> FuzzStats:
+    """Step at least ``actions`` hypothesis-drawn actions through fresh episodes of ``source``,
+    never stopping at a failure; count crashes (steps that raise or hang) and other failures."""
+    config = replace(config or CheckConfig(), fail_fast=False, seed=seed)
+    start = time.monotonic()
+    with start_blocking_portal() as portal:
+        run = ConformanceRun(portal, source, config)
+        run.action_limit = actions
+        if run.prepare():
+            round_ = 0
+            while run.actions < actions:
+                per_episode = run.actions / run.episodes if run.episodes else 2.0
+                remaining = actions - run.actions
+                examples = max(5, min(2000, math.ceil(remaining / max(per_episode, 1.0))))
+                before = run.actions
+                run.fuzz(examples, seed + round_)
+                round_ += 1
+                if run.actions == before:  # nothing playable (e.g. every prompt overflows)
+                    break
+    return FuzzStats(
+        target=target or _name(source),
+        actions=run.actions,
+        episodes=run.episodes,
+        crashes=run.crashes,
+        failures={str(k): v for k, v in run.failures.items()},
+        seconds=time.monotonic() - start,
     )
 
 

@@ -2,11 +2,13 @@
 
 Actions are what a sampler can return: random tokens, nothing at all, invalid UTF-8, a
 max-length run that never stopped, the stop token alone, and well-formed replies (text followed
-by end-of-turn) so that episodes also run long.
+by end-of-turn) so that episodes also run long. Like a real sample, an action holds a stop
+token only as its last token (sampling stops at the first one).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -42,7 +44,7 @@ class ActionKind(StrEnum):
     INVALID_UTF8 = "invalid_utf8"
     """Text cut inside a multi-byte character, then end-of-turn: decodes to invalid UTF-8."""
     MAX_LENGTH = "max_length"
-    """``max_length`` random tokens, never stopped (a sampler that hit ``max_tokens``)."""
+    """``max_length`` random tokens without a stop token (a sampler that hit ``max_tokens``)."""
     STOP_ONLY = "stop_only"
     """The end-of-turn token(s) alone: an empty reply."""
     WELL_FORMED = "well_formed"
@@ -99,13 +101,29 @@ def env_actions(
     """
     eot = stop_tokens(stop, tokenizer)
     vocab = len(tokenizer)
+    stop_ids = {s for s in stop if isinstance(s, int)}
+
+    def sampleable(action: list[int]) -> bool:  # a sampler stops at the first stop token
+        body = action[:-1] if action and action[-1] in stop_ids else action
+        return not stop_ids.intersection(body)
+
+    def max_length_action(rng: random.Random) -> list[int]:
+        out: list[int] = []
+        while len(out) < max_length:
+            token = rng.randrange(vocab)
+            if token not in stop_ids:
+                out.append(token)
+        return out
+
     body = texts if texts is not None else st.one_of(st.sampled_from(WELL_FORMED_TEXTS), st.text(max_size=40))
     fragments = invalid_utf8_fragments(tokenizer)
     by_kind: dict[ActionKind, st.SearchStrategy[list[int]]] = {
-        ActionKind.RANDOM: token_actions(tokenizer, max_size=min(max_length, 48), stop=eot or None),
+        ActionKind.RANDOM: token_actions(tokenizer, max_size=min(max_length, 48), stop=eot or None).filter(
+            sampleable
+        ),
         ActionKind.EMPTY: st.just([]),
-        ActionKind.MAX_LENGTH: st.randoms(use_true_random=False).map(
-            lambda rng: [rng.randrange(vocab) for _ in range(max_length)]
+        ActionKind.MAX_LENGTH: st.integers(0, 2**32 - 1).map(
+            lambda seed: max_length_action(random.Random(seed))
         ),
         ActionKind.STOP_ONLY: st.just(eot),
         ActionKind.WELL_FORMED: body.map(lambda text: well_formed_action(text, tokenizer, stop)),

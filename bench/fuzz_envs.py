@@ -1,0 +1,55 @@
+"""Fuzz every included env with hypothesis-drawn actions; ends with ``actions=<n> crashes=<m>``.
+
+Actions: random tokens, empty, invalid UTF-8, max length, the stop token alone, well-formed
+replies (see ``envs.checker.env_actions``), stepped through fresh episodes until each env has
+taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
+
+    python bench/fuzz_envs.py                  # every registered turngym/ id, 10k actions each
+    python bench/fuzz_envs.py --actions 500 --env turngym/Math-v0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.checker import CheckConfig, fuzz_env  # noqa: E402
+from envs.gym import ENV_IDS, env_source  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fuzz the chosen envs; print one line per env and the total line. Exit 1 on a crash."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actions", type=int, default=10_000, help="actions per env (default 10000)")
+    parser.add_argument("--env", action="append", help="a turngym/ id (repeatable; default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-action-tokens", type=int, default=256)
+    args = parser.parse_args(argv)
+    ids = args.env or list(ENV_IDS)
+    unknown = [i for i in ids if i not in ENV_IDS]
+    if unknown:
+        print(f"error: unknown id(s) {', '.join(unknown)}; known: {', '.join(ENV_IDS)}", file=sys.stderr)
+        return 2
+    config = CheckConfig(max_action_tokens=args.max_action_tokens, block_threshold_s=5.0)
+    total_actions = total_crashes = 0
+    for env_id in ids:
+        stats = fuzz_env(env_source(env_id), args.actions, seed=args.seed, config=config, target=env_id)
+        total_actions += stats.actions
+        total_crashes += stats.crashes
+        other = "; ".join(f"{k}: {v[:160]}" for k, v in stats.failures.items()) or "no failures"
+        print(
+            f"{env_id}: {stats.line} episodes={stats.episodes} in {stats.seconds:.0f}s ({other})",
+            flush=True,
+        )
+    print(f"actions={total_actions} crashes={total_crashes}")
+    return 1 if total_crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
