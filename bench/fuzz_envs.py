@@ -19,8 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.checker import CheckConfig, fuzz_env  # noqa: E402
-from envs.gym import ENV_IDS, env_source  # noqa: E402
+from envs.checker import CheckConfig, fuzz_env
+from envs.gym import ENV_IDS, env_source
 
 
 def main(argv: list[str] | None = None) -> int:
