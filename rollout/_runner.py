@@ -15,8 +15,10 @@ Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -164,21 +166,24 @@ async def _sample(
             gate.release()
 
 
-async def _env_call(coro: Any, gate: Gate | None, timeout: float | None, what: str) -> Any:
+async def _env_call(
+    call: Callable[[], Awaitable[Any]], gate: Gate | None, timeout: float | None, what: str
+) -> Any:
+    """``await call()`` under the env-step gate and the step deadline (the coroutine is created
+    only once a slot is held, so a cancelled wait leaves no un-awaited coroutine)."""
     if gate is not None:
         await gate.acquire()
     try:
         if timeout is None:
-            return await coro
+            return await call()
         try:
             with anyio.fail_after(timeout):
-                return await coro
+                return await call()
         except TimeoutError as e:
             raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}") from e
     finally:
         if gate is not None:
             gate.release()
-        coro.close()  # no-op once awaited; avoids "never awaited" if the gate wait was cancelled
 
 
 def _stop_transition(state: _State, reason: str) -> None:
@@ -218,7 +223,7 @@ async def _loop(
     if step_gate is None and step_timeout is None:
         initial = await env.initial_observation()
     else:
-        initial = await _env_call(env.initial_observation(), step_gate, step_timeout, "initial_observation")
+        initial = await _env_call(env.initial_observation, step_gate, step_timeout, "initial_observation")
     if isinstance(initial, InitialObservationOverflow):
         state.transitions.append(
             Transition(
@@ -280,7 +285,9 @@ async def _loop(
         if plain_step:
             result: StepResult = await env.step(tokens, extra=extra)
         else:
-            result = await _env_call(env.step(tokens, extra=extra), step_gate, step_timeout, "env.step")  # type: ignore[arg-type]
+            result = await _env_call(
+                functools.partial(env.step, tokens, extra=extra), step_gate, step_timeout, "env.step"
+            )
         transition = Transition(
             ob=ob,
             ac=ac,
