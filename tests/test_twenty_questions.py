@@ -20,6 +20,7 @@ from tinker_cookbook.rl.types import ActionExtra, StopReason
 
 from envs.twenty_questions import (
     ALL_WORDS,
+    ANSWERER_PROMPT,
     FORMAT_REMINDER,
     QUESTIONS,
     TEST_WORDS,
@@ -66,9 +67,9 @@ class YesNoCompleter(MessageCompleter):
         self.calls.append(messages)
         if self.fixed is not None:
             return {"role": "assistant", "content": self.fixed}
-        system = get_text_content(messages[0])
-        word = system.split("The secret word is ")[1].split(".")[0]
-        answer = KBAnswerer().answer(word, get_text_content(messages[-1])).answer
+        prompt = get_text_content(messages[-1])
+        word, question = prompt.split("The secret word is ")[1].split(". ", 1)
+        answer = KBAnswerer().answer(word, question.removesuffix(" Answer only yes or no.")).answer
         return {"role": "assistant", "content": "Yes, it is." if answer == Answer.YES else "no"}
 
 
@@ -211,9 +212,9 @@ def test_llm_answerer_fallback_is_counted_and_shown(renderer):
     assert record.metrics[Metric.ANSWERER_FALLBACKS] == 2.0
     assert record.metrics[Metric.ANSWERS_UNKNOWN] == 2.0
     assert record.messages[2]["content"] == "I can't answer that."
-    # the answerer saw the secret and only the question
-    assert "dog" in get_text_content(completer.calls[0][0])
-    assert get_text_content(completer.calls[0][-1]) == "Is it an animal?"
+    # the answerer saw the secret and the question, nothing of the game before
+    (prompt,) = completer.calls[0]
+    assert get_text_content(prompt) == ANSWERER_PROMPT.format(word="dog", question="Is it an animal?")
 
 
 def test_llm_answerer_fallback_is_configurable(renderer):
@@ -631,3 +632,8 @@ def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
             assert m[Metric.TURNS] == config.max_questions
     else:
         assert m[Metric.TURNS] < config.max_questions and m[Metric.WIN] == 0.0
+
+
+def test_llm_answerer_rejects_a_bad_prompt():
+    with pytest.raises(ValueError, match="must use only"):
+        LLMAnswerer(YesNoCompleter(), prompt="The secret is {secret}")

