@@ -299,6 +299,17 @@ def load_jsonl(
     return out
 
 
+_MATH_SUBJECTS = (
+    "algebra",
+    "counting_and_probability",
+    "geometry",
+    "intermediate_algebra",
+    "number_theory",
+    "prealgebra",
+    "precalculus",
+)
+
+
 def _math_answer(solution: str) -> str:
     boxed = extract_boxed(solution)
     if boxed is None:
@@ -350,7 +361,8 @@ def load_math(
     path: str | os.PathLike[str] | None = None, *, split: Split | str = Split.TEST, limit: int | None = None
 ) -> list[MathProblem]:
     """MATH (``problem`` with ``answer``, or ``solution`` containing ``\\boxed{}``) from a local
-    file, or MATH-500 (test) / hendrycks MATH (train) from the hub when ``path`` is None."""
+    file, or from the hub when ``path`` is None: MATH-500 for test, the rest of hendrycks MATH
+    (all subjects, train and test parts, minus MATH-500) for train."""
     if path is not None:
         p = Path(path)
         first = next(iter(_rows(p)), (0, {}))[1]
@@ -367,5 +379,12 @@ def load_math(
     if Split(split) is Split.TEST:
         rows = _hub_rows("HuggingFaceH4/MATH-500", None, "test")
         return _from_hub_rows(rows, "problem", "answer", str, "math")[:limit]
-    rows = _hub_rows("EleutherAI/hendrycks_math", "algebra", "train")
+    held_out = {str(r["problem"]) for r in _hub_rows("HuggingFaceH4/MATH-500", None, "test")}
+    rows = [
+        row
+        for subject in _MATH_SUBJECTS
+        for part in ("train", "test")  # the cookbook's recipe: all of MATH except MATH-500
+        for row in _hub_rows("EleutherAI/hendrycks_math", subject, part)
+        if str(row["problem"]) not in held_out
+    ]
     return _from_hub_rows(rows, "problem", "solution", _math_answer, "math")[:limit]
