@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 TRANSCRIPTS_DIR = "transcripts"
 LOG_FILE = "train.log"
+WARM_START_FILE = "warm_start.json"
 
 
 class RunFolderError(RuntimeError):
@@ -111,6 +112,9 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
     from backend import make_service_client, resolve_backend
 
     if resolve_backend(config.backend) == "local":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # "Loading weights" bars of every sampler snapshot
         return make_service_client(
             "local",
             root=log_path / ckpt.CHECKPOINT_DIR,
@@ -252,6 +256,7 @@ class _Run:
         if record is None and self.warm_start is not None:
             warm = await self.warm_start(self.training_client, config)
             logger.info("warm start: %s", warm)
+            write_json_atomic(log_path / WARM_START_FILE, warm)
         await self._refresh_sampler(start)
 
         with ProgressDisplay(end, start, enabled=config.progress) as display:
