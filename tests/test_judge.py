@@ -553,3 +553,25 @@ def test_scripted_specs() -> None:
     assert isinstance(make_scripted("sleep:5:prefers_b"), ScriptedJudge)
     with pytest.raises(ValueError, match="bad scripted judge spec"):
         make_scripted("sleep:soon")
+
+
+def test_prefilled_sampling_completer_prefixes_the_prompt_and_reply(renderer) -> None:
+    from types import SimpleNamespace
+
+    from envs.judge.judge import PrefilledSamplingCompleter
+
+    seen: list[list[int]] = []
+
+    class FakeSampler:
+        async def sample_async(self, prompt, num_samples, sampling_params):
+            seen.append(prompt.to_ints())
+            return SimpleNamespace(sequences=[SimpleNamespace(tokens=action(renderer, " 7/10"))])
+
+    completer = PrefilledSamplingCompleter(
+        FakeSampler(), renderer, max_tokens=4, temperature=0.0, prefix="Score:"
+    )
+    judge = Judge(fast("scripted:unused"), completer)
+    result = anyio.run(judge.ask, [{"role": "user", "content": "grade"}], parse_score)
+    assert result.reply == "Score: 7/10" and result.value == pytest.approx(0.7)
+    prefix = renderer.tokenizer.encode("Score:", add_special_tokens=False)
+    assert seen[0][-len(prefix) :] == prefix

@@ -43,7 +43,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 from tinker_cookbook.completers import MessageCompleter
-from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.renderers import Message, Renderer, get_text_content
 
 METRIC_PREFIX = "judge/"
 """Prefix of the metrics a judge call reports."""
@@ -104,6 +104,9 @@ class JudgeConfig:
     """Endpoint of an ``openai`` judge (e.g. ``http://localhost:8000/v1``), or a Tinker URL."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the ``openai`` judge's API key (read lazily)."""
+    reply_prefix: str = ""
+    """``local``/``tinker`` judges: prefill the reply with this text (e.g. ``"Score:"``), so a small
+    model only writes the score (:class:`PrefilledSamplingCompleter`). Other kinds ignore it."""
 
     def __post_init__(self) -> None:
         if not self.completer or not isinstance(self.completer, str):
@@ -360,6 +363,47 @@ _LOCAL_SERVICE: Any = None
 _LOCAL_LOCK = threading.Lock()
 
 
+class PrefilledSamplingCompleter(MessageCompleter):
+    """Samples a reply that starts with ``prefix`` (prefilled after the generation prompt).
+
+    Small judges rarely follow an output format; prefilling ``"Score:"`` makes the model only
+    write the number. The returned message's content includes the prefix.
+
+    Args:
+        sampling_client: a ``tinker.SamplingClient`` or ``backend.LocalSamplingClient``.
+        renderer: renders the messages and parses the sampled tokens.
+        max_tokens: tokens sampled after the prefix.
+        temperature: sampling temperature.
+        prefix: text the reply starts with.
+    """
+
+    def __init__(
+        self, sampling_client: Any, renderer: Renderer, *, max_tokens: int, temperature: float, prefix: str
+    ):
+        self.sampling_client = sampling_client
+        self.renderer = renderer
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.prefix = prefix
+        self._prefix_tokens = list(renderer.tokenizer.encode(prefix, add_special_tokens=False))
+
+    async def __call__(self, messages: list[Message]) -> Message:
+        import tinker
+
+        prompt = self.renderer.build_generation_prompt(messages).to_ints() + self._prefix_tokens
+        response = await self.sampling_client.sample_async(
+            prompt=tinker.ModelInput.from_ints(prompt),
+            num_samples=1,
+            sampling_params=tinker.SamplingParams(
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                stop=self.renderer.get_stop_sequences(),
+            ),
+        )
+        parsed, _ = self.renderer.parse_response(list(response.sequences[0].tokens))
+        return {"role": "assistant", "content": self.prefix + get_text_content(parsed)}
+
+
 def _sampling_completer(config: JudgeConfig, model: str, sampling_client: Any) -> MessageCompleter:
     from renderers_ext import get_renderer
 
@@ -379,6 +423,14 @@ def _sampling_completer(config: JudgeConfig, model: str, sampling_client: Any) -
         from tinker_cookbook.tokenizer_utils import get_tokenizer
 
         renderer = renderers.get_renderer(renderer_name, get_tokenizer(model), model_name=model)
+    if config.reply_prefix:
+        return PrefilledSamplingCompleter(
+            sampling_client,
+            renderer,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            prefix=config.reply_prefix,
+        )
     try:  # works with tinker's and the local backend's sampling clients
         from completers import SamplingMessageCompleter
 

@@ -4,8 +4,8 @@ With no arguments: the rubric-judge env on the local backend, offline, with the 
 SmolLM2-135M as both policy and judge. The shipped prompt set (``envs/judge/data/prompts.jsonl``,
 single-turn questions) and rubrics (``rubrics.json``: correct x2, concise, clear; scores 0-10);
 4 prompts held out. Sized for 2 CPU cores: 2 prompts x 4 answers per step, 24 tokens per answer,
-the judge answers in at most 12 tokens within 180 s (2 attempts, then reward 0, counted under
-``judge/fallback``), 3 steps, evaluation before training and at the end. Expect a few minutes;
+the judge's reply is prefilled with ``Score: `` and it writes at most 3 more tokens within 300 s
+(2 attempts, then reward 0, counted under ``judge/fallback``), 3 steps, evaluation before training and at the end. Expect a few minutes;
 a 135M judge is a weak grader, so this run shows the machinery, not learning.
 
 Every key of :class:`training.Config` works (``max_steps=20``, ``backend=tinker``, ``log_path=...``)
@@ -69,11 +69,14 @@ class JudgeTrainConfig(training.Config):
     # --- the judge ------------------------------------------------------------------------
     judge: str = f"local:{SMOLLM2}"
     """Judge spec: ``local:<model>``, ``tinker:<model>``, ``openai:<model>``, ``scripted:score:7``..."""
-    judge_max_tokens: int = 12
-    """Tokens of a judge reply."""
+    judge_max_tokens: int = 3
+    """Tokens of a judge reply (after the prefix)."""
+    judge_reply_prefix: str = "Score: "
+    """``local``/``tinker`` judges: the reply is prefilled with this, so a small judge only writes
+    the number (empty: no prefill)."""
     judge_temperature: float = 0.0
     """Judge sampling temperature."""
-    judge_timeout_s: float = 180.0
+    judge_timeout_s: float = 300.0
     """Deadline of one judge call."""
     judge_max_attempts: int = 2
     """Judge calls before the fallback reward."""
@@ -127,6 +130,7 @@ class JudgeTrainConfig(training.Config):
             temperature=self.judge_temperature,
             base_url=self.judge_base_url,
             api_key_env=self.judge_api_key_env,
+            reply_prefix=self.judge_reply_prefix,
         )
         user = UserConfig(
             model=judge.replace(
