@@ -4,6 +4,9 @@
   observation + action, and if not, where and how (decoded side by side).
 - :class:`CompactingRenderer`: thinking kept for ``period`` turns, then stripped from history once.
 - :func:`render_continuation`: render only the messages a turn adds (token-in/token-out).
+- :func:`stop_overlap` / :func:`stop_token_sequences`: the stop string's tail that is the next
+  header (role_colon), dropped once; :func:`is_valid_utf8`: byte-exact UTF-8 check of tokens.
+- :mod:`renderers_ext.testing`: hypothesis strategies and turn/extension helpers for tests.
 - :func:`register_offline` / :func:`get_renderer`: cookbook renderers on the embedded tokenizer,
   picklable and usable with no network.
 """
@@ -11,7 +14,14 @@
 from renderers_ext._compaction import CompactingRenderer, extension_expected, strip_thinking
 from renderers_ext._extension import ExtensionReport, check_extension, first_divergence
 from renderers_ext._register import QWEN3_PRESERVE_THINKING, get_renderer, register_offline
-from renderers_ext._render import prompt_tokens, render_continuation, stop_overlap
+from renderers_ext._render import (
+    is_valid_utf8,
+    prompt_tokens,
+    render_continuation,
+    stop_overlap,
+    stop_token_sequences,
+    token_bytes,
+)
 
 register_offline()
 
@@ -23,9 +33,12 @@ __all__ = [
     "extension_expected",
     "first_divergence",
     "get_renderer",
+    "is_valid_utf8",
     "prompt_tokens",
     "register_offline",
     "render_continuation",
     "stop_overlap",
+    "stop_token_sequences",
     "strip_thinking",
+    "token_bytes",
 ]

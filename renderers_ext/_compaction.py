@@ -55,6 +55,8 @@ class CompactingRenderer(Renderer):
         self.base = base
         self.period = period
         self._inner = _preserving(base)
+        self.supports_streaming = base.supports_streaming
+        self.disables_thinking = base.disables_thinking
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (CompactingRenderer, (self.base, self.period))
@@ -71,14 +73,20 @@ class CompactingRenderer(Renderer):
         """Whether the prompt after ``turn`` completed assistant turns extends the previous one."""
         return self._inner.has_extension_property and (turn == 0 or turn % self.period != 0)
 
-    def compact(self, messages: list[Message]) -> list[Message]:
-        """The history as this renderer shows it: thinking stripped before the current window."""
-        n_assistant = sum(1 for m in messages if m["role"] == "assistant")
+    def compact(self, messages: list[Message], produced_from: int | None = None) -> list[Message]:
+        """The history as this renderer shows it: thinking stripped before the current window.
+
+        Messages from index ``produced_from`` on are the turn being produced (a supervised
+        example's trained turn): they are neither counted nor stripped. ``None``: all history
+        (a generation prompt).
+        """
+        end = len(messages) if produced_from is None else max(0, min(produced_from, len(messages)))
+        n_assistant = sum(1 for m in messages[:end] if m["role"] == "assistant")
         cutoff = (n_assistant // self.period) * self.period
         out: list[Message] = []
         seen = 0
-        for m in messages:
-            if m["role"] == "assistant":
+        for idx, m in enumerate(messages):
+            if m["role"] == "assistant" and idx < end:
                 out.append(strip_thinking(m) if seen < cutoff else m)
                 seen += 1
             else:
@@ -111,7 +119,28 @@ class CompactingRenderer(Renderer):
         return self._inner.build_generation_prompt(self.compact(messages), role, prefill)
 
     def build_supervised_example(self, messages: list[Message], *args: Any, **kwargs: Any) -> Any:
-        return self._inner.build_supervised_example(self.compact(messages), *args, **kwargs)
+        """Like the base's; the last assistant message (the produced turn, one env step) keeps
+        its thinking, and what precedes it is compacted exactly as in the generation prompt
+        that preceded it."""
+        produced_from = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+        return self._inner.build_supervised_example(self.compact(messages, produced_from), *args, **kwargs)
+
+    # --- the rest of the interface, so the wrapper is a drop-in replacement --------------
+    @property
+    def _end_message_token(self) -> int:
+        return self._inner._end_message_token
+
+    def _normalize_response_tokens(self, response: list[int]) -> list[int]:
+        return self._inner._normalize_response_tokens(response)
+
+    def _parse_response_for_streaming(self, response: list[int]) -> Any:
+        return self._inner._parse_response_for_streaming(response)
+
+    def to_openai_message(self, message: Message) -> dict:
+        return self._inner.to_openai_message(message)
+
+    def create_conversation_prefix_with_tools(self, tools: Any, system_prompt: str = "") -> list[Message]:
+        return self._inner.create_conversation_prefix_with_tools(tools, system_prompt)
 
 
 def extension_expected(renderer: Renderer, turn: int) -> bool:

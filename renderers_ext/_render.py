@@ -7,8 +7,11 @@ re-rendering (and re-tokenising) anything before ``start``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tinker
 from tinker_cookbook.renderers import Message, RenderContext, Renderer
+from tinker_cookbook.tokenizer_utils import Tokenizer
 
 
 def _chunk_tokens(chunk: tinker.ModelInputChunk) -> list[int]:
@@ -63,14 +66,108 @@ def prompt_tokens(renderer: Renderer, messages: list[Message]) -> list[int]:
     return [t for chunk in renderer.build_generation_prompt(messages).chunks for t in _chunk_tokens(chunk)]
 
 
-def stop_overlap(action: list[int], continuation: list[int], max_overlap: int = 16) -> int:
-    """Length of the longest tail of ``action`` that ``continuation`` starts with.
+def stop_token_sequences(renderer: Renderer) -> list[list[int]]:
+    """The renderer's stop condition as token sequences (strings encoded, ids as singletons)."""
+    out: list[list[int]] = []
+    for s in renderer.get_stop_sequences():
+        if isinstance(s, int):
+            out.append([s])
+        else:
+            out.append(list(renderer.tokenizer.encode(s, add_special_tokens=False)))
+    return out
+
+
+def stop_overlap(
+    action: Sequence[int],
+    continuation: Sequence[int],
+    max_overlap: int = 16,
+    *,
+    stop: Sequence[Sequence[int]] | None = None,
+) -> int:
+    """Length of the tail of ``action`` that ``continuation`` starts with (to render it once).
 
     Renderers whose stop sequence is a string spanning the next header (``role_colon`` stops on
     ``"\n\nUser:"``) leave that header's start inside the sampled tokens; it must not be
     rendered twice. Renderers that stop on an end-of-turn token have no overlap (0).
+
+    With ``stop`` (the renderer's stop sequences as tokens, see :func:`stop_token_sequences`)
+    only a tail that is also a tail of a stop sequence counts: text the model wrote that merely
+    repeats the next header (e.g. ``"…\nUser: x"`` before a user message ``"x…"``) is kept.
+    Without it, the longest matching tail wins (a heuristic that such text can fool).
     """
-    for k in range(min(len(action), len(continuation), max_overlap), 0, -1):
+    action = list(action)
+    continuation = list(continuation)
+    limit = min(len(action), len(continuation), max_overlap)
+    if stop is not None:
+        best = 0
+        for seq in stop:
+            seq = list(seq)
+            for k in range(min(limit, len(seq)), best, -1):
+                if action[-k:] == continuation[:k] == seq[-k:]:
+                    best = k
+                    break
+        return best
+    for k in range(limit, 0, -1):
         if action[-k:] == continuation[:k]:
             return k
     return 0
+
+
+_BYTE_DECODER: dict[str, int] | None = None
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: printable stand-in character -> byte."""
+    global _BYTE_DECODER
+    if _BYTE_DECODER is None:
+        bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+        cs = list(bs)
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs, strict=True)}
+    return _BYTE_DECODER
+
+
+def token_bytes(tokenizer: Tokenizer, tokens: Sequence[int]) -> bytes | None:
+    """The raw bytes of ``tokens`` for a byte-level BPE tokenizer (None if it is not one).
+
+    Added/special tokens contribute their text encoded as UTF-8.
+    """
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    table = _byte_decoder()
+    out = bytearray()
+    pieces = tokenizer.convert_ids_to_tokens(list(tokens))
+    for tid, piece in zip(tokens, pieces, strict=True):
+        if tid in added:
+            out += str(added[tid]).encode("utf-8")
+            continue
+        if piece is None:
+            return None
+        try:
+            out += bytes(table[ch] for ch in piece)
+        except KeyError:  # not a byte-level vocabulary
+            return None
+    return bytes(out)
+
+
+def is_valid_utf8(tokenizer: Tokenizer, tokens: Sequence[int]) -> bool:
+    """Whether ``tokens`` decode to valid UTF-8 (no split multi-byte character).
+
+    A decoded U+FFFD is ambiguous (the model may have written the replacement character
+    itself); for byte-level tokenizers the raw bytes decide. Other tokenizers: no U+FFFD.
+    """
+    text = tokenizer.decode(list(tokens))
+    if "\ufffd" not in text:
+        return True
+    raw = token_bytes(tokenizer, tokens)
+    if raw is None:
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -41,7 +41,7 @@ from tinker_cookbook.renderers import Message, RenderContext, Renderer
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
 from renderers_ext._extension import ExtensionReport, check_extension
-from renderers_ext._render import prompt_tokens
+from renderers_ext._render import prompt_tokens, stop_token_sequences
 
 __all__ = [
     "ADVERSARIAL_FRAGMENTS",
@@ -293,17 +293,6 @@ def token_actions(
     if stop_probability:
         return st.tuples(body, st.booleans()).map(lambda t: t[0] + tail if t[1] else t[0])
     return body.map(lambda b: b + tail)
-
-
-def stop_token_sequences(renderer: Renderer) -> list[list[int]]:
-    """The renderer's stop condition as token sequences (string stops encoded, ids as singletons)."""
-    out: list[list[int]] = []
-    for s in renderer.get_stop_sequences():
-        if isinstance(s, int):
-            out.append([s])
-        else:
-            out.append(list(renderer.tokenizer.encode(s, add_special_tokens=False)))
-    return out
 
 
 def _tokens(chunks: Sequence[tinker.ModelInputChunk]) -> list[int]:
