@@ -40,7 +40,14 @@ from tinker_cookbook.rl.types import (
     StopReason,
 )
 
-from renderers_ext import extension_expected, prompt_tokens, render_continuation, stop_overlap
+from renderers_ext import (
+    extension_expected,
+    is_valid_utf8,
+    prompt_tokens,
+    render_continuation,
+    stop_overlap,
+    stop_token_sequences,
+)
 
 METRIC_RERENDER = "turngym/rerender"
 """1.0 on a step whose next observation was re-rendered in full (no extension)."""
@@ -116,7 +123,7 @@ def decode_action(renderer: Renderer, action: Action) -> tuple[Message | None, F
     """Parse sampled tokens into a message, or say which :class:`Fault` prevents it."""
     if not action:
         return None, Fault.EMPTY
-    if "\ufffd" in renderer.tokenizer.decode(action):
+    if not is_valid_utf8(renderer.tokenizer, action):
         return None, Fault.INVALID_UTF8
     try:
         message, termination = renderer.parse_response(list(action))
@@ -225,7 +232,8 @@ class ChatEnv(Env):
         self.messages.extend(reply.messages)
         if fault is None and extension_expected(self.renderer, self.turn):
             new = render_continuation(self.renderer, self.messages, start + 1)
-            self._tokens = self._tokens + action + new[stop_overlap(action, new) :]
+            overlap = stop_overlap(action, new, stop=stop_token_sequences(self.renderer))
+            self._tokens = self._tokens + action + new[overlap:]
         else:
             self._tokens = prompt_tokens(self.renderer, self.messages)
             self.rerenders += 1
