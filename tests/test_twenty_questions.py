@@ -637,3 +637,14 @@ def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
 def test_llm_answerer_rejects_a_bad_prompt():
     with pytest.raises(ValueError, match="must use only"):
         LLMAnswerer(YesNoCompleter(), prompt="The secret is {secret}")
+
+
+def test_turns_are_logged_to_the_cookbooks_transcripts(renderer, tmp_path):
+    from tinker_cookbook.utils import logtree
+
+    path = tmp_path / "trace.html"
+    with logtree.init_trace("twenty questions", path=path):
+        asyncio.run(play_env(make_env(renderer), FixedPlayer(("Is it a cat?", "Guess: dog"))))
+    html = path.read_text()
+    assert "Is it a cat?" in html and "Reply: No." in html
+    assert "Game over - secret: dog, won: True" in html

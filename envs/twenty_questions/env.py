@@ -50,6 +50,7 @@ from tinker_cookbook.rl.types import (
     StopReason,
     Trajectory,
 )
+from tinker_cookbook.utils import logtree
 
 from backend.model import KNOWN_MODELS, SMOLLM2
 from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
@@ -325,7 +326,16 @@ class TwentyQuestionsEnv(ChatEnv):
         return self.game.initial_messages()
 
     async def on_message(self, message: Message) -> Reply:
-        step = await self.game.play(get_text_content(message))
+        text = get_text_content(message)
+        step = await self.game.play(text)
+        # transcripts in the cookbook's HTML logs (a no-op outside a logtree scope)
+        logtree.log_text(f"Turn {self.game.stats.turns} ({step.kind}) - Player: {text}")
+        if step.reply is not None:
+            logtree.log_text(f"Turn {self.game.stats.turns} - Reply: {step.reply}")
+        if step.done:
+            logtree.log_text(
+                f"Game over - secret: {self.game.word}, won: {self.game.stats.won}, reason: {step.stop_reason}"
+            )
         messages: list[Message] = (
             [] if step.done or step.reply is None else [{"role": "user", "content": step.reply}]
         )
