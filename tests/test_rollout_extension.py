@@ -1,0 +1,195 @@
+"""Run-time extension check, compaction, and the cookbook's own Twenty Questions env, through the
+engine on the embedded tokenizer (offline)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from tinker_cookbook.completers import MessageCompleter
+from tinker_cookbook.recipes.multiplayer_rl.twenty_questions.env import (
+    TwentyQuestionsEnv,
+    TwentyQuestionsEnvGroupBuilder,
+)
+from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.rl.data_processing import trajectory_to_data
+from tinker_cookbook.rl.types import StopReason
+
+from envs.core import ChatEnv, Reply
+from renderers_ext import CompactingRenderer, get_renderer
+from rollout import ExtensionCheck, RolloutConfig, RolloutEngine, run_rollout
+from rollout.testing import ScriptedCompleter
+
+THINK = "<think>\nhmm\n</think>\n\n"
+
+
+class ScriptedAnswerer(MessageCompleter):
+    """Answers 'yes' when the secret word is in the question, else 'no'."""
+
+    def __init__(self, answer: str):
+        self.answer = answer
+        self.calls = 0
+
+    async def __call__(self, messages: list[Message]) -> Message:
+        self.calls += 1
+        return {
+            "role": "assistant",
+            "content": "yes" if self.answer in get_text_content(messages[-1]).lower() else "no",
+        }
+
+
+def actions(renderer, texts: list[str]) -> list[list[int]]:
+    """What a model would sample: the text's tokens, then the renderer's stop token."""
+    stop = renderer.get_stop_sequences()[0]
+    assert isinstance(stop, int)
+    return [[*renderer.tokenizer.encode(t, add_special_tokens=False), stop] for t in texts]
+
+
+def twenty_questions_batch(
+    renderer, texts: list[str], num_envs: int = 2, config: RolloutConfig | None = None
+):
+    answerer = ScriptedAnswerer("apple")
+    builder = TwentyQuestionsEnvGroupBuilder(
+        answerer=answerer, answer="apple", renderer=renderer, num_envs=num_envs
+    )
+    engine = RolloutEngine(ScriptedCompleter(script=actions(renderer, texts)), config)
+    return anyio.run(engine.run_batch, [builder]), answerer
+
+
+def test_cookbook_twenty_questions_runs_unchanged():
+    renderer = get_renderer("qwen3_instruct")
+    result, answerer = twenty_questions_batch(
+        renderer, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=3
+    )
+    (o,) = result.outcomes
+    assert o.ok and o.completed == 3
+    assert o.group is not None
+    assert o.group.get_total_rewards() == [1.0, 1.0, 1.0]  # the guess on turn 3 wins
+    assert all(len(t.transitions) == 3 for t in o.group.trajectories_G)
+    assert answerer.calls == 9
+    assert all(s.stop_reason == StopReason.COMPLETED for s in o.stats)
+    # the observation the env returns is the cookbook's own rendering of the conversation
+    last = o.group.trajectories_G[0].transitions[-1].ob.to_ints()
+    assert renderer.tokenizer.decode(last).rstrip().endswith("<|im_start|>assistant")
+    assert result.metrics["traj/ext_breaks"] == 0 and result.metrics["traj/datums_per_traj"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [("qwen3_instruct", ""), ("turngym/qwen3_preserve_thinking", THINK)],
+)
+@pytest.mark.parametrize("mode", [ExtensionCheck.FULL, ExtensionCheck.BOUNDARY])
+def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode):
+    renderer = get_renderer(name)
+    texts = [prefix + t for t in ["Is it a fruit?", "Is it red?", "Is it a tree?", "Guess: apple"]]
+    result, _ = twenty_questions_batch(renderer, texts, config=RolloutConfig(extension_check=mode))
+    assert result.metrics["traj/ext_breaks"] == 0
+    assert result.metrics["tokens/trained"] == result.metrics["tokens/unique"]
+
+
+def test_checker_marks_announced_breaks_as_expected():
+    # qwen3 strips thinking from history: it announces no extension property, so breaks are expected
+    renderer = get_renderer("qwen3")
+    assert not renderer.has_extension_property
+    result, _ = twenty_questions_batch(
+        renderer, [THINK + "Is it a fruit?", THINK + "Is it red?", THINK + "Guess: apple"]
+    )
+    (o,) = result.outcomes
+    assert result.metrics["traj/ext_breaks"] == 4 and result.metrics["traj/ext_breaks_unexpected"] == 0
+    assert all(s.datums == 3 for s in o.stats)  # one datum per turn
+    assert result.metrics["tokens/trained"] > result.metrics["tokens/unique"]
+
+
+class TurnCountingRenderer(type(get_renderer("qwen3_instruct"))):  # type: ignore[misc]
+    """Deliberately broken: claims the extension property but rewrites the system prompt with
+    the number of messages so far, so every observation changes its early tokens."""
+
+    def build_generation_prompt(self, messages, role="assistant", prefill=None):
+        messages = [dict(m) for m in messages]
+        messages[0]["content"] = f"[{len(messages)} messages] " + get_text_content(messages[0])
+        return super().build_generation_prompt(messages, role, prefill)
+
+
+def test_checker_flags_a_deliberately_broken_renderer_with_a_decoded_diff():
+    base = get_renderer("qwen3_instruct")
+    broken = TurnCountingRenderer(base.tokenizer)
+    assert broken.has_extension_property
+    result, _ = twenty_questions_batch(broken, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=1)
+    (o,) = result.outcomes
+    (stats,) = o.stats
+    assert len(stats.breaks) == 2 and stats.unexpected_breaks == 2
+    first = stats.breaks[0]
+    assert first.turn == 1 and not first.expected
+    # the divergence is inside the system prompt: "[1 messages]" became "[3 messages]"
+    assert "[⟦1 messages]" in first.expected_text and "[⟦3 messages]" in first.actual_text
+    assert first.expected_token != first.actual_token
+    ids = o.group.trajectories_G[0].transitions[0].ob.to_ints()  # type: ignore[union-attr]
+    assert base.tokenizer.decode(ids[first.divergence : first.divergence + 1]) == "1"
+    # the break is also on the transition, for loggers
+    t0 = o.group.trajectories_G[0].transitions[0]  # type: ignore[union-attr]
+    assert t0.metrics["rollout/ext_break"] == 1.0 and "UNEXPECTED" in str(t0.logs["ext_break"])
+    assert stats.datums == 3
+
+
+def test_boundary_mode_also_flags_the_broken_renderer():
+    base = get_renderer("qwen3_instruct")
+    result, _ = twenty_questions_batch(
+        TurnCountingRenderer(base.tokenizer),
+        ["Is it a fruit?", "Guess: apple"],
+        num_envs=1,
+        config=RolloutConfig(extension_check=ExtensionCheck.BOUNDARY, boundary_window=200),
+    )
+    assert result.metrics["traj/ext_breaks_unexpected"] == 1
+
+
+# --- ChatEnv and periodic compaction --------------------------------------------------------------
+
+
+class Guess(ChatEnv):
+    """A tiny ChatEnv game: four assistant turns, 'ok' after each."""
+
+    def initial_messages(self) -> list[Message]:
+        return [{"role": "system", "content": "Play."}, {"role": "user", "content": "Go."}]
+
+    async def on_message(self, message: Message) -> Reply:
+        done = self.turn >= 4
+        return Reply(messages=[{"role": "user", "content": "ok"}], reward=float(self.turn), done=done)
+
+
+def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
+    renderer = get_renderer("qwen3")
+    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+
+    async def main():
+        env = Guess(renderer)
+        traj, stats = await run_rollout(env, policy, RolloutConfig(compaction_period=2))
+        assert isinstance(env.renderer, CompactingRenderer) and env.renderer.period == 2
+        assert traj.stop_reason == StopReason.COMPLETED and stats.turns == 4
+        # windows of 2 turns: the observation after turn 2 strips earlier thinking (one break)
+        assert [(b.turn, b.expected) for b in stats.breaks] == [(2, True)]
+        assert stats.datums == 2
+        data = trajectory_to_data(traj, 1.0)
+        assert len(data) == stats.datums
+        assert sum(d.model_input.length + 1 for d in data) == stats.tokens_trained
+        # without compaction, qwen3 re-renders every turn: a break per turn
+        env2 = Guess(renderer)
+        _, stats2 = await run_rollout(env2, policy, RolloutConfig())
+        assert not isinstance(env2.renderer, CompactingRenderer)
+        assert [b.turn for b in stats2.breaks] == [1, 2, 3] and stats2.datums == 4
+        assert stats.tokens_trained < stats2.tokens_trained
+
+    anyio.run(main)
+
+
+def test_non_chat_envs_are_left_alone_by_compaction():
+    renderer = get_renderer("qwen3_instruct")
+
+    async def main():
+        env = TwentyQuestionsEnv(ScriptedAnswerer("apple"), "apple", renderer)
+        await run_rollout(
+            env,
+            ScriptedCompleter(script=actions(renderer, ["Guess: apple"])),
+            RolloutConfig(compaction_period=2),
+        )
+        assert env.renderer is renderer
+
+    anyio.run(main)
