@@ -205,8 +205,9 @@ class ChatEnv(Env):
         prev_len = len(self._tokens)
         self.turn += 1
         message, fault = decode_action(self.renderer, action)
-        # a sample cut by max_tokens lacks its stop token, so it also parses as malformed: truncated wins
-        if fault in (None, Fault.MALFORMED) and extra is not None and extra.get("stop_reason") == "length":
+        # a sample cut by max_tokens lacks its stop token (so it also parses as malformed) and may
+        # end mid-character (invalid UTF-8): truncated wins
+        if fault in (None, Fault.MALFORMED, Fault.INVALID_UTF8) and extra is not None and extra.get("stop_reason") == "length":
             fault = Fault.TRUNCATED
         metrics: Metrics = {}
         fault_reward = 0.0
