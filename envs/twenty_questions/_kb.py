@@ -254,7 +254,7 @@ _TABLE: dict[str, tuple[str, str]] = {
     "duck": ("bird", "farm in_water"),
     "eagle": ("bird", ""),
     "owl": ("bird", ""),
-    "parrot": ("bird", "pet indoors"),
+    "parrot": ("bird", "pet indoors -in_sky"),
     "penguin": ("bird", "in_water -can_fly -in_sky"),
     "pigeon": ("bird", ""),
     "swan": ("bird", "in_water big"),
@@ -435,7 +435,7 @@ _TABLE: dict[str, tuple[str, str]] = {
     "sweater": ("clothing", ""),
     # musical instruments
     "piano": ("instrument", "big wood"),
-    "guitar": ("instrument", "wood"),
+    "guitar": ("instrument", "wood big"),
     "drum": ("instrument", "round"),
     "violin": ("instrument", "wood handheld"),
     "trumpet": ("instrument", "metal handheld"),
