@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,8 @@ class EvalConfig:
     """Episodes in flight at once."""
     grading_timeout_s: float = 2.0
     """Hard timeout of one symbolic grading."""
+    progress: bool = True
+    """Print a progress line to stderr every 8 episodes."""
 
     @chz.validate
     def _check(self) -> None:
@@ -148,9 +150,11 @@ async def evaluate_policy(
     problems: Sequence[Any],
     *,
     concurrency: int = 8,
+    on_episode: Callable[[EpisodeRecord], None] | None = None,
 ) -> list[EpisodeRecord]:
     """Roll out ``policy`` (a cookbook ``TokenCompleter``) once in each of ``envs`` (MathEnvs,
-    ``problems[i]`` for ``envs[i]``) with at most ``concurrency`` episodes in flight."""
+    ``problems[i]`` for ``envs[i]``) with at most ``concurrency`` episodes in flight;
+    ``on_episode`` is called with each finished episode's record."""
     import anyio
     from tinker_cookbook.rl.rollouts import do_single_rollout
     from tinker_cookbook.rl.types import STOP_METRIC_PREFIX
@@ -192,6 +196,8 @@ async def evaluate_policy(
             stop=stop,
             last_reply=env.renderer.tokenizer.decode(last),
         )
+        if on_episode is not None:
+            on_episode(records[i])  # type: ignore[arg-type]
 
     async with anyio.create_task_group() as tg:
         for i in range(len(envs)):
@@ -279,7 +285,19 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
     t0 = time.perf_counter()
     with Grader(GraderConfig(timeout_s=config.grading_timeout_s)) as grader:
         envs = [MathEnv(renderer, p, game, grader=grader) for p in problems]
-        records = await evaluate_policy(policy, envs, problems, concurrency=config.concurrency)
+        done: list[EpisodeRecord] = []
+
+        def report(record: EpisodeRecord) -> None:
+            done.append(record)
+            if config.progress and (len(done) % 8 == 0 or len(done) == len(envs)):
+                correct = sum(r.correct for r in done)
+                print(
+                    f"[eval] {len(done)}/{len(envs)} episodes, {correct} correct", file=sys.stderr, flush=True
+                )
+
+        records = await evaluate_policy(
+            policy, envs, problems, concurrency=config.concurrency, on_episode=report
+        )
         timeouts = grader.stats.timed_out
     extra = {
         "model_name": config.model_name,
