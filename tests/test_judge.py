@@ -575,3 +575,33 @@ def test_prefilled_sampling_completer_prefixes_the_prompt_and_reply(renderer) ->
     assert result.reply == "Score: 7/10" and result.value == pytest.approx(0.7)
     prefix = renderer.tokenizer.encode("Score:", add_special_tokens=False)
     assert seen[0][-len(prefix) :] == prefix
+
+
+def test_openai_compatible_completer_request_and_reply(monkeypatch) -> None:
+    """Against an in-process mock transport (no network): body, auth header, reply parsing."""
+    import json
+
+    import httpx
+
+    from completers.openai_compat import OpenAICompatibleMessageCompleter
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "Score: 8/10"}}]}
+        )
+
+    monkeypatch.setenv("TEST_JUDGE_KEY", "sk-test")
+    config = fast("openai:judge-model", base_url="http://judge.invalid/v1", api_key_env="TEST_JUDGE_KEY")
+    completer = make_completer(config)
+    assert isinstance(completer, OpenAICompatibleMessageCompleter)
+    completer._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    result = anyio.run(Judge(config, completer).ask, [{"role": "user", "content": "grade"}], parse_score)
+    assert result.value == pytest.approx(0.8)
+    (request,) = seen
+    assert str(request.url) == "http://judge.invalid/v1/chat/completions"
+    assert request.headers["Authorization"] == "Bearer sk-test"
+    body = json.loads(request.content)
+    assert body["model"] == "judge-model" and body["messages"] == [{"role": "user", "content": "grade"}]
