@@ -581,13 +581,12 @@ def test_openai_compatible_completer_request_and_reply(monkeypatch) -> None:
     """Against an in-process mock transport (no network): body, auth header, reply parsing."""
     import json
 
-    import httpx
-
     from completers.openai_compat import OpenAICompatibleMessageCompleter
 
-    seen: list[httpx.Request] = []
+    httpx = pytest.importorskip("httpx")  # a dependency of tinker
+    seen: list = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request):
         seen.append(request)
         return httpx.Response(
             200, json={"choices": [{"message": {"role": "assistant", "content": "Score: 8/10"}}]}
