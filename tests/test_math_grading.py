@@ -7,8 +7,11 @@ import time
 
 import anyio
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from envs.math import Grader, GraderConfig, GradeStatus, extract_boxed, normalize_answer
+from envs.math._grading_core import fast_compare
 
 # (answer, reference): must grade as equal.
 EQUAL = [
@@ -303,3 +306,42 @@ def test_grader_pickles_as_its_config_and_close_is_final():
 def test_bad_config_is_one_clear_error():
     with pytest.raises(ValueError, match="workers must be >= 1"):
         GraderConfig(workers=0)
+
+
+# --- properties of the in-process fast path (no worker involved) -----------------------------
+
+
+def _variants(n: int) -> list[str]:
+    return [
+        f"{n:,}",
+        f"{n}.0",
+        f"{n}.00",
+        f"\\boxed{{{n}}}",
+        f"${n}$",
+        f"x = {n}",
+        f"{n} \\text{{ cm}}",
+        f"{n}\\%",
+    ]
+
+
+@given(n=st.integers(-(10**15), 10**15))
+def test_formatting_variants_of_an_integer_are_equal_in_process(n):
+    for variant in _variants(n):
+        assert fast_compare(normalize_answer(variant), normalize_answer(str(n))) is True, variant
+
+
+@given(a=st.integers(-(10**9), 10**9), b=st.integers(-(10**9), 10**9))
+def test_different_integers_are_wrong_in_process(a, b):
+    assume(a != b)
+    assert fast_compare(normalize_answer(f"{a:,}"), normalize_answer(str(b))) is False
+
+
+@given(p=st.integers(-1000, 1000), q=st.integers(1, 1000))
+def test_latex_fraction_equals_its_slash_form(p, q):
+    assert fast_compare(normalize_answer(f"\\dfrac{{{p}}}{{{q}}}"), normalize_answer(f"{p}/{q}")) is True
+
+
+@given(text=st.text(max_size=300))
+def test_normalize_never_raises_and_is_bounded(text):
+    out = normalize_answer(text)
+    assert isinstance(out, str) and len(out) <= 3 * len(text) + 2
