@@ -604,3 +604,21 @@ def test_openai_compatible_completer_request_and_reply(monkeypatch) -> None:
     assert request.headers["Authorization"] == "Bearer sk-test"
     body = json.loads(request.content)
     assert body["model"] == "judge-model" and body["messages"] == [{"role": "user", "content": "grade"}]
+
+
+def test_truncated_turn_ends_the_chat_and_is_judged(renderer) -> None:
+    clear_judges()
+    task = JudgeTask("chat", TASK.messages, turns=3)
+    user = UserConfig(model=fast("scripted:reply:More please."))
+    builder = RubricGroupBuilder(task, RUBRIC, fast("scripted:score:4"), group_size=1, user=user)
+
+    async def main():
+        (env,) = await builder.make_envs()
+        await env.initial_observation()
+        cut = renderer.tokenizer.encode("Paris is the capital and", add_special_tokens=False)  # no stop token
+        return env, await env.step(cut, extra={"stop_reason": "length"})
+
+    env, step = anyio.run(main)
+    assert step.episode_done and step.reward == pytest.approx(0.4)
+    assert step.metrics["turngym/fault/truncated"] == 1.0 and "user/calls" not in step.metrics
+    assert env.response_messages is not None and len(env.response_messages) == 1

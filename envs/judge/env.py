@@ -38,7 +38,8 @@ DATA_DIR = Path(__file__).parent / "data"
 """Shipped prompts (``prompts.jsonl``) and rubrics (``rubrics.json``)."""
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_FAULTS: Mapping[Fault, FaultPolicy] = {Fault.TRUNCATED: FaultPolicy(reward=0.0, end_episode=False)}
-"""Judge envs grade a truncated answer as it is (the judge sees it was cut); other faults end the episode."""
+"""A truncated answer ends the chat and is judged as it is (the judge sees it was cut); other
+faults end the episode unjudged (reward 0; in a pairwise group the episode forfeits)."""
 
 
 class JudgeEnvKind(StrEnum):
@@ -252,6 +253,16 @@ class JudgedChatEnv(ChatEnv):
             logs=reply.logs,
             stop_reason=reply.stop_reason,
         )
+
+    async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
+        """A fault whose policy keeps the episode going (default: truncation): the chat ends here
+        and is judged as it is (continuing would re-render the cut turn and break the extension)."""
+        if message is None:
+            return await super().on_fault(fault, message)
+        transcript = [*self.messages, message]
+        self.final_transcript = transcript
+        reply = await self.finish(transcript)
+        return Reply(reply.messages, reply.reward, True, reply.metrics, reply.logs, reply.stop_reason)
 
     async def finish(self, transcript: list[Message]) -> Reply:
         """Called once with the whole chat after the last assistant turn; returns the final reply."""
