@@ -648,3 +648,27 @@ def test_turns_are_logged_to_the_cookbooks_transcripts(renderer, tmp_path):
     html = path.read_text()
     assert "Is it a cat?" in html and "Reply: No." in html
     assert "Game over - secret: dog, won: True" in html
+
+
+def test_dataset_builder_llm_answerer_on_the_local_backend(renderer):
+    """The whole LLM-answerer path, offline: a tiny random local model answers (badly: counted)."""
+    from backend import TINY
+
+    builder = TwentyQuestionsDatasetBuilder(
+        batch_size=1, group_size=1, answerer="llm", answerer_backend="local", answerer_base_model=TINY
+    )
+    answerer = builder.make_answerer()
+    assert isinstance(answerer, LLMAnswerer)
+    train, _ = builder.build(answerer)
+    word = train.get_batch(0)[0].word
+    env = TwentyQuestionsEnv(renderer, word, answerer, TwentyQuestionsConfig(max_questions=3))
+    record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}"))))
+    m = record.metrics
+    assert record.won and m[Metric.QUESTIONS] == 2.0
+    assert m[Metric.ANSWERS_YES] + m[Metric.ANSWERS_NO] + m[Metric.ANSWERS_UNKNOWN] == 2.0
+    assert m[Metric.ANSWERER_FALLBACKS] == m[Metric.ANSWERS_UNKNOWN]  # random replies are rarely yes/no
+
+
+def test_dataset_builder_rejects_an_unknown_backend():
+    with pytest.raises(ValueError, match="answerer_backend"):
+        TwentyQuestionsDatasetBuilder(answerer_backend="cloud")

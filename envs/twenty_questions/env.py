@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import chz
-import tinker
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
@@ -506,8 +505,14 @@ class TwentyQuestionsDataset(RLDataset):
         return builders
 
 
+DEFAULT_LLM_ANSWERER = "Qwen/Qwen3.5-9B"
+"""The LLM answerer's model on Tinker when none is given (the cookbook recipe's)."""
+
+
 def answerer_renderer_name(model_name: str) -> str:
     """A non-thinking renderer for an LLM answerer (a few tokens must suffice for yes / no)."""
+    if model_name in KNOWN_MODELS:
+        return "qwen3_instruct"
     if model_name.startswith(("Qwen/Qwen3.5", "Qwen/Qwen3.6")):
         return "qwen3_5_disable_thinking"
     if model_name.startswith("Qwen/Qwen3"):
@@ -523,7 +528,7 @@ class AnswererKind(StrEnum):
     KB = "kb"
     """:class:`KBAnswerer`: deterministic, from the knowledge base (default; local backend)."""
     LLM = "llm"
-    """:class:`LLMAnswerer` over a Tinker sampling client of ``answerer_base_model``."""
+    """:class:`LLMAnswerer` over a sampling client (local or Tinker) of ``answerer_base_model``."""
 
 
 @chz.chz
@@ -552,12 +557,17 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     """Test words per test batch (None: all test words in one batch)."""
     answerer: AnswererKind = AnswererKind.KB
     """Which answerer: ``kb`` (default) or ``llm``."""
-    answerer_base_model: str = "Qwen/Qwen3.5-9B"
-    """The LLM answerer's model (``answerer=llm``)."""
+    answerer_backend: str = "auto"
+    """Where the LLM answerer runs: ``local`` (embedded model), ``tinker``, or ``auto`` (Tinker
+    when ``TINKER_API_KEY`` is set, else local); see ``backend.make_service_client``."""
+    answerer_base_model: str | None = None
+    """The LLM answerer's model (None: SmolLM2 locally, ``Qwen/Qwen3.5-9B`` on Tinker)."""
     answerer_renderer_name: str | None = None
-    """The LLM answerer's renderer (None: the cookbook's recommendation for the model)."""
+    """The LLM answerer's renderer (None: a non-thinking one for the model)."""
     answerer_max_tokens: int = 5
     """Sampling budget of the LLM answerer."""
+    answerer_temperature: float = 0.0
+    """Sampling temperature of the LLM answerer (0: greedy)."""
     base_url: str | None = None
     """Tinker service URL for the LLM answerer."""
 
@@ -567,6 +577,10 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             raise ValueError("batch_size, group_size and test_group_size must be >= 1")
         if self.num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {self.num_epochs}")
+        if self.answerer_backend not in ("auto", "local", "tinker"):
+            raise ValueError(
+                f"answerer_backend must be 'auto', 'local' or 'tinker', got {self.answerer_backend!r}"
+            )
 
     async def __call__(self) -> tuple[TwentyQuestionsDataset, TwentyQuestionsDataset]:
         return self.build()
@@ -605,16 +619,22 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         return train, test
 
     def make_answerer(self) -> Answerer:
-        """The answerer the fields describe (the LLM one needs a Tinker service)."""
+        """The answerer the fields describe (the LLM one samples through ``backend``)."""
         if self.answerer == AnswererKind.KB:
             return KBAnswerer()
-        from tinker_cookbook.completers import TinkerMessageCompleter
+        from backend import ClientFuture, make_service_client, resolve_backend
+        from completers import SamplingMessageCompleter
 
-        renderer_name = self.answerer_renderer_name or answerer_renderer_name(self.answerer_base_model)
-        client = tinker.ServiceClient(base_url=self.base_url)
-        completer = TinkerMessageCompleter(
-            sampling_client=client.create_sampling_client(base_model=self.answerer_base_model),
-            renderer=make_renderer(renderer_name, self.answerer_base_model),
+        which = resolve_backend(self.answerer_backend)  # type: ignore[arg-type]
+        model = self.answerer_base_model or (SMOLLM2 if which == "local" else DEFAULT_LLM_ANSWERER)
+        service = make_service_client(which, **({"base_url": self.base_url} if which == "tinker" else {}))
+        client = service.create_sampling_client(base_model=model)
+        if isinstance(client, ClientFuture):
+            client = client.result()
+        completer = SamplingMessageCompleter(
+            client,
+            make_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
             max_tokens=self.answerer_max_tokens,
+            temperature=self.answerer_temperature,
         )
         return LLMAnswerer(completer)
