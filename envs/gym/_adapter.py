@@ -210,7 +210,9 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self.env: Env | None = None
         """The cookbook env of the current episode."""
         self.tokenizer: Tokenizer = tokenizer or find_tokenizer(source) or self._probe_tokenizer()
-        vocab = len(self.tokenizer)
+        vocab = len(self.tokenizer)  # slow in transformers 5 (tens of ms): computed once
+        self.vocab_size = vocab
+        """Number of token ids (``len(tokenizer)``, added tokens included)."""
         self.observation_space = spaces.Sequence(spaces.Discrete(vocab))
         self.action_space = spaces.Sequence(spaces.Discrete(vocab))
         self.stop_condition: StopCondition = []
@@ -331,7 +333,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             raise ValueError(
                 f"an action is a sequence of token ids, got {type(action).__name__}: {e}"
             ) from None
-        n = len(self.tokenizer)
+        n = self.vocab_size
         bad = next((t for t in tokens if not 0 <= t < n), None)
         if bad is not None:
             raise ValueError(f"action token id {bad} is outside the vocabulary [0, {n})")

@@ -1,0 +1,231 @@
+"""The conformance checker: passes on every included env and the cookbook's own Twenty Questions,
+fails with a precise message on each deliberately broken env; the CLI; the exported helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import broken_envs as broken
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tinker_cookbook.rl.types import EnvGroupBuilder, InitialObservationOverflow
+
+from envs import EnvLimits, Fault, FaultPolicy
+from envs.check import TargetError, load_target, main
+from envs.checker import (
+    ActionKind,
+    CheckConfig,
+    CheckName,
+    Outcome,
+    check_conformance,
+    env_actions,
+    invalid_utf8_fragments,
+)
+from envs.gym import ENV_IDS, env_source
+from envs.testing import (
+    assert_env_conforms,
+    cookbook_twenty_questions,
+    env_limits,
+    fault_policies,
+    tool_call_conversations,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = CheckConfig(examples=8)
+
+
+# --- passes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_checker_passes_on_every_included_env(env_id: str) -> None:
+    report = check_conformance(env_source(env_id), FAST, target=env_id)
+    assert report.ok, str(report)
+    assert report.actions >= FAST.examples and report.crashes == 0
+    assert report[CheckName.NO_RAISE].outcome == Outcome.PASS
+
+
+def test_checker_passes_on_the_cookbooks_twenty_questions() -> None:
+    report = assert_env_conforms(cookbook_twenty_questions, examples=6)
+    assert report[CheckName.EXTENSION].outcome == Outcome.PASS  # qwen3_instruct claims it, it holds
+    assert report[CheckName.PICKLE].outcome == Outcome.PASS
+
+
+def test_reference_env_passes_every_check() -> None:
+    report = check_conformance(broken.EchoGroup(), FAST)
+    assert {r.outcome for r in report.results} == {Outcome.PASS}, str(report)
+    assert [r.check for r in report.results] == list(CheckName)
+
+
+# --- precise failures --------------------------------------------------------------------
+BROKEN = [
+    (broken.RaisingGroup(), CheckName.NO_RAISE, ["IndexError", "broken_envs.py", "action [] (empty)"]),
+    (broken.UnpicklableGroup(), CheckName.PICKLE, ["field 'lock'", "cannot pickle '_thread.lock'"]),
+    (
+        broken.RerenderingGroup(),
+        CheckName.EXTENSION,
+        ["TurnCountingRenderer", "extension breaks at token", "⟦0"],
+    ),
+    (broken.BlockingGroup(), CheckName.NON_BLOCKING, ["blocked the event loop for", "turn 1"]),
+    (broken.NanRewardGroup(), CheckName.FINITE_REWARDS, ["reward nan", "<|im_end|>"]),
+    (broken.EndlessGroup(), CheckName.EPISODE_BUDGET, ["not over after 3 steps", "env.limits.max_turns"]),
+    (broken.FlakyCleanupGroup(), CheckName.CLEANUP, ["second cleanup() call raised KeyError"]),
+]
+
+
+@pytest.mark.parametrize(("builder", "check", "fragments"), BROKEN, ids=[c for _, c, _ in BROKEN])
+def test_checker_fails_precisely_on_broken_envs(
+    builder: EnvGroupBuilder, check: CheckName, fragments: list[str]
+) -> None:
+    report = check_conformance(builder, FAST)
+    assert not report.ok
+    assert [r.check for r in report.failures] == [check], str(report)
+    detail = report[check].detail
+    for fragment in fragments:
+        assert fragment in detail, detail
+
+
+def test_blocking_threshold_is_respected() -> None:
+    lenient = check_conformance(broken.BlockingGroup(), CheckConfig(examples=1, scripted_episodes=1, block_threshold_s=5.0))
+    assert lenient.ok, str(lenient)
+
+
+def test_assert_env_conforms_raises_with_the_check_and_tolerates_skips() -> None:
+    with pytest.raises(AssertionError, match="step_never_raises: step raised IndexError"):
+        assert_env_conforms(broken.RaisingGroup(), examples=4)
+    report = assert_env_conforms(broken.UnpicklableGroup(), examples=4, skip=(CheckName.PICKLE,))
+    assert report[CheckName.PICKLE].outcome == Outcome.FAIL
+
+
+def test_checker_runs_inside_a_running_event_loop() -> None:
+    async def main_() -> bool:
+        return check_conformance(broken.EchoGroup(), CheckConfig(examples=3)).ok
+
+    assert asyncio.run(main_())
+
+
+def test_bad_source_fails_make_envs() -> None:
+    def raises(seed: int) -> EnvGroupBuilder:
+        raise RuntimeError(f"no such problem {seed}")
+
+    report = check_conformance(raises, FAST)
+    assert [r.check for r in report.failures] == [CheckName.MAKE_ENVS]
+    assert "RuntimeError: no such problem 0" in report[CheckName.MAKE_ENVS].detail
+
+
+# --- CLI ---------------------------------------------------------------------------------
+def test_cli_passes_and_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["broken_envs:EchoGroup", "--examples", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "step_never_raises" in out and "pass" in out and "broken_envs:EchoGroup: OK" in out
+
+
+def test_cli_json_and_exit_code_on_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["broken_envs:RaisingGroup", "--json", "--examples", "3"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["target"] == "broken_envs:RaisingGroup"
+    results = {r["check"]: r for r in data["results"]}
+    assert results["step_never_raises"]["result"] == "fail"
+    assert results["builder_pickles"]["result"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nosuch:Thing", "cannot import module 'nosuch'"),
+        ("envs.core", "expected module:attribute"),
+        ("envs.core:Nope", "has no attribute 'Nope'"),
+        ("envs.core:ChatEnv", "is an Env class"),
+        ("envs.core:METRIC_RERENDER", "expected an EnvGroupBuilder"),
+        ("broken_envs:Tiny", "has no attribute"),
+    ],
+)
+def test_cli_bad_target_is_one_line(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([target]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_load_target_instantiates_builder_classes_and_dataset_builders() -> None:
+    assert isinstance(load_target("broken_envs:EchoGroup"), broken.EchoGroup)
+    dataset = load_target("envs.twenty_questions:TwentyQuestionsDatasetBuilder")
+    assert len(dataset) > 0 and isinstance(dataset.get_batch(0)[0], EnvGroupBuilder)
+    with pytest.raises(TargetError, match="with no arguments"):
+        load_target("envs.math:MathGroupBuilder")
+
+
+def test_cli_as_a_module_exit_code() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envs.check", "nosuch:Thing"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: cannot import module 'nosuch': No module named 'nosuch'"
+
+
+# --- exported strategies -----------------------------------------------------------------
+_BY_KIND: dict[ActionKind, st.SearchStrategy[list[int]]] = {}
+_VOCAB = 49157  # len() of the embedded SmolLM2 tokenizer (added tokens included)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_env_actions_cover_every_kind(tokenizer, data: st.DataObject) -> None:  # type: ignore[no-untyped-def]
+    kind = data.draw(st.sampled_from(list(ActionKind)))
+    if kind not in _BY_KIND:
+        _BY_KIND[kind] = env_actions(tokenizer, [2], max_length=32, kinds=[kind])
+    action = data.draw(_BY_KIND[kind])
+    assert all(0 <= t < _VOCAB for t in action)
+    assert 2 not in action[:-1]  # a sampler stops at the first stop token
+    if kind == ActionKind.EMPTY:
+        assert action == []
+    elif kind == ActionKind.STOP_ONLY:
+        assert action == [2]
+    elif kind == ActionKind.MAX_LENGTH:
+        assert len(action) == 32
+    elif kind == ActionKind.INVALID_UTF8:
+        assert "\ufffd" in tokenizer.decode(action) and action[-1] == 2
+    elif kind == ActionKind.WELL_FORMED:
+        assert action[-1] == 2
+
+
+def test_invalid_utf8_fragments_are_invalid(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    assert len(tokenizer) == _VOCAB
+    fragments = invalid_utf8_fragments(tokenizer)
+    assert fragments
+    assert all("\ufffd" in tokenizer.decode(f) for f in fragments)
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversation=tool_call_conversations(thinking=False))
+def test_tool_call_conversations_render(renderer, conversation) -> None:  # type: ignore[no-untyped-def]
+    assert conversation[0]["role"] == "user" and conversation[-1]["role"] == "assistant"
+    calls = [c for m in conversation for c in m.get("tool_calls", [])]
+    tool_ids = [m["tool_call_id"] for m in conversation if m["role"] == "tool"]
+    assert tool_ids == [c.id for c in calls]
+    tokens = renderer.build_generation_prompt(conversation[:-1]).to_ints()
+    for call in calls:
+        assert call.function.name in renderer.tokenizer.decode(tokens)
+
+
+@settings(max_examples=30, deadline=None)
+@given(limits=env_limits(max_turns=3), faults=fault_policies())
+def test_env_configs_drive_a_chat_env(limits: EnvLimits, faults: dict[Fault, FaultPolicy]) -> None:
+    async def play() -> None:
+        env = broken.EchoEnv()
+        env.limits, env.faults = limits, faults
+        first = await env.initial_observation()
+        if isinstance(first, InitialObservationOverflow):
+            assert limits.max_trajectory_tokens is not None and limits.max_trajectory_tokens < 64
+            return
+        result = await env.step([])  # an empty sample: the EMPTY fault's policy applies
+        assert result.episode_done and result.metrics["turngym/fault/empty"] == 1.0
+        assert result.reward == faults.get(Fault.EMPTY, FaultPolicy()).reward
+
+    asyncio.run(play())
