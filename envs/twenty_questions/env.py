@@ -554,7 +554,8 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     test_group_size: int = 4
     """Games per test word."""
     test_batch_size: int | None = None
-    """Test words per test batch (None: all test words in one batch)."""
+    """Test words per test batch (None: all test words in one batch). Test words come in one
+    fixed seeded order, so the first batch is a representative sample."""
     answerer: AnswererKind = AnswererKind.KB
     """Which answerer: ``kb`` (default) or ``llm``."""
     answerer_backend: str = "auto"
@@ -612,8 +613,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             batch_size=test_batch,
             group_size=self.test_group_size,
             num_batches=max(1, len(test_words) // test_batch),
-            shuffle=False,
-            split="test",
+            split="test",  # one seeded order, so a first batch of a few words spans the kinds
             **common,  # type: ignore[arg-type]
         )
         return train, test
