@@ -81,3 +81,26 @@ def test_tiny_train_then_eval_end_to_end(tmp_path):
     results = json.loads((run / "math_eval.json").read_text())
     assert results["summary"]["n"] == 2 and len(results["episodes"]) == 2
     assert results["summary"]["extra"]["checkpoint"].startswith("local://")
+
+
+def test_key_names_match_the_enums():
+    from envs.math import CalculatorMode, EnvPreset
+    from envs.math._keys import CALCULATOR_MODES, PRESETS
+
+    assert tuple(EnvPreset) == PRESETS and tuple(CalculatorMode) == CALCULATOR_MODES
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("env=nope", "env must be one of"),
+        ("calculator=abacus", "calculator must be one of"),
+        ("source=web", "source must be one of"),
+        ("levels=1,9", "levels must be"),
+    ],
+)
+def test_bad_game_values_exit_2_with_one_line(capsys, arg, message):
+    assert train_main([arg]) == 2
+    assert eval_main([arg]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(message in line for line in err)

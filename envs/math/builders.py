@@ -16,6 +16,7 @@ import chz
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
 
 from backend.model import SMOLLM2
+from envs.math._keys import check_game_keys
 from envs.math.data import MathProblem, Split, generate_problems, load_gsm8k, load_jsonl, load_math
 from envs.math.env import CalculatorMode, EnvPreset, MathEnv, MathEnvConfig
 from renderers_ext import get_renderer
@@ -176,6 +177,10 @@ class MathDatasetBuilder(RLDatasetBuilder):
     """Model whose tokenizer the renderer uses."""
     seed: int = 0
     """Generator and shuffle seed."""
+
+    @chz.validate
+    def _check(self) -> None:
+        check_game_keys(self.env, self.calculator, self.source, self.levels)
 
     def env_config(self) -> MathEnvConfig:
         """The game these fields describe."""

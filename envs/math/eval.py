@@ -92,6 +92,9 @@ class EvalConfig:
             raise ValueError("n_test, samples_per_problem, concurrency and max_tokens must be >= 1")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        from envs.math._keys import check_game_keys
+
+        check_game_keys(self.env, self.calculator, self.source, self.levels)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,12 @@ class MathTrainConfig(training.Config):
     group_size: int = 4
     """Samples per problem (the GRPO group)."""
 
+    @chz.validate
+    def _check_game(self) -> None:
+        from envs.math._keys import check_game_keys
+
+        check_game_keys(self.env, self.calculator, self.source, self.levels)
+
     def dataset_builder(self) -> MathDatasetBuilder:
         """Train and held-out splits of the configured math game."""
         from envs.math.builders import MathDatasetBuilder
