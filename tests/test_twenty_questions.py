@@ -672,3 +672,17 @@ def test_dataset_builder_llm_answerer_on_the_local_backend(renderer):
 def test_dataset_builder_rejects_an_unknown_backend():
     with pytest.raises(ValueError, match="answerer_backend"):
         TwentyQuestionsDatasetBuilder(answerer_backend="cloud")
+
+
+def test_readme_example_runs_verbatim(capsys):
+    import re
+    from pathlib import Path
+
+    import envs.twenty_questions as package
+
+    readme = (Path(package.__file__).parent / "README.md").read_text()
+    match = re.search(r"<!-- example:twenty_questions -->\s*```python\n(.*?)```", readme, re.DOTALL)
+    assert match, "envs/twenty_questions/README.md lost its example"
+    exec(compile(match.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("user: Let's play twenty questions.") and "assistant: Guess: dog" in out
