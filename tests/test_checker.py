@@ -89,7 +89,9 @@ def test_checker_fails_precisely_on_broken_envs(
 
 
 def test_blocking_threshold_is_respected() -> None:
-    lenient = check_conformance(broken.BlockingGroup(), CheckConfig(examples=1, scripted_episodes=1, block_threshold_s=5.0))
+    lenient = check_conformance(
+        broken.BlockingGroup(), CheckConfig(examples=1, scripted_episodes=1, block_threshold_s=5.0)
+    )
     assert lenient.ok, str(lenient)
 
 

@@ -1,0 +1,28 @@
+"""The CI-sized fuzz: a few hundred hypothesis-drawn actions against every included env
+(``bench/fuzz_envs.py`` runs 10,000 per env)."""
+
+from __future__ import annotations
+
+import broken_envs as broken
+import pytest
+
+from envs.checker import CheckConfig, fuzz_env
+from envs.gym import ENV_IDS, env_source
+
+CI_ACTIONS = 150
+LENIENT = CheckConfig(block_threshold_s=5.0)  # CI machines are shared: only real blocking counts
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_fuzz_finds_no_crash(env_id: str) -> None:
+    stats = fuzz_env(env_source(env_id), CI_ACTIONS, seed=1, config=LENIENT, target=env_id)
+    assert stats.actions >= CI_ACTIONS
+    assert stats.crashes == 0 and not stats.failures, stats.failures
+    assert stats.line == f"actions={stats.actions} crashes=0"
+
+
+def test_fuzz_counts_every_crash_and_keeps_going() -> None:
+    stats = fuzz_env(broken.RaisingGroup(), 60, config=LENIENT)
+    assert stats.actions >= 60
+    assert 0 < stats.crashes < stats.actions
+    assert "IndexError" in stats.failures["step_never_raises"]
