@@ -622,3 +622,50 @@ def test_truncated_turn_ends_the_chat_and_is_judged(renderer) -> None:
     assert step.episode_done and step.reward == pytest.approx(0.4)
     assert step.metrics["turngym/fault/truncated"] == 1.0 and "user/calls" not in step.metrics
     assert env.response_messages is not None and len(env.response_messages) == 1
+
+
+@given(text=st.text(max_size=200), scale=st.integers(1, 100))
+def test_parsers_never_raise_and_stay_in_range(text: str, scale: int) -> None:
+    score = parse_score(text, scale)
+    assert score is None or 0.0 <= score <= 1.0
+    assert parse_preference(text) in (None, 0.0, 0.5, 1.0)
+
+
+class _Script(ScriptedJudge):
+    """Behaves per call as told: "ok", "garbage", "raise" or "hang"."""
+
+    def __init__(self, plan: list[str]) -> None:
+        super().__init__()
+        self.plan = plan
+
+    async def reply(self, messages) -> str:
+        step = self.plan[self.calls - 1] if self.calls <= len(self.plan) else "ok"
+        if step == "raise":
+            raise OSError("down")
+        if step == "hang":
+            await anyio.sleep_forever()
+        return "Score: 5/10" if step == "ok" else "no idea"
+
+
+@given(
+    plan=st.lists(st.sampled_from(["ok", "garbage", "raise", "hang"]), max_size=5), attempts=st.integers(1, 4)
+)
+def test_judge_outcome_matches_the_first_success_within_the_attempts(plan: list[str], attempts: int) -> None:
+    judge = Judge(
+        JudgeConfig(
+            "scripted:unused", timeout_s=0.01, max_attempts=attempts, backoff_s=0.0, fallback_reward=-1.0
+        ),
+        _Script(plan),
+    )
+    result = anyio.run(judge.ask, [{"role": "user", "content": "x"}], parse_score)
+    tried = (plan + ["ok"] * attempts)[:attempts]
+    first_ok = tried.index("ok") if "ok" in tried else None
+    if first_ok is None:
+        assert result.status is JudgeStatus.FALLBACK and result.value == -1.0 and result.attempts == attempts
+    else:
+        assert result.status is JudgeStatus.OK and result.value == 0.5 and result.attempts == first_ok + 1
+    failed = tried[: result.attempts]
+    assert (result.unparseable, result.errors, result.timeouts) == tuple(
+        failed.count(k) for k in ("garbage", "raise", "hang")
+    )
+    assert judge.stats.in_flight == 0
