@@ -669,3 +669,12 @@ def test_judge_outcome_matches_the_first_success_within_the_attempts(plan: list[
         failed.count(k) for k in ("garbage", "raise", "hang")
     )
     assert judge.stats.in_flight == 0
+
+
+def test_readme_example_runs() -> None:
+    import re
+
+    text = (DATA_DIR.parent / "README.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    clear_judges()
+    exec(compile(code, "envs/judge/README.md", "exec"), {})
