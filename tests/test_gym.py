@@ -7,6 +7,7 @@ import asyncio
 import random
 import threading
 import warnings
+from dataclasses import dataclass
 
 import anyio
 import gymnasium as gym
@@ -344,3 +345,28 @@ def test_drawn_actions_keep_the_5_tuple_consistent(echo_module: TokenEnv, data: 
             assert obs == prev + action  # the transcript
             break
         assert obs[: len(prev) + len(action)] == prev + action  # token-in/token-out
+
+
+# --- group rewards ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _BonusGroup(EchoGroup):
+    async def compute_group_rewards(self, trajectory_group, env_group):  # type: ignore[no-untyped-def]
+        return [(0.5 * len(t.transitions), {"bonus/turns": len(t.transitions)}) for t in trajectory_group]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_group_reward_is_added_for_a_group_of_one(size: int) -> None:
+    env = TokenEnv(_BonusGroup(size=size))
+    try:
+        env.reset(seed=0)
+        env.step(_say(env, "hi"))
+        _, reward, terminated, _, info = env.step(_say(env, "stop"))
+        assert terminated
+        if size == 1:
+            assert reward == pytest.approx(1.0 + 0.5 * 2)
+            assert info["group_reward"] == 1.0 and info["group_metrics"] == {"bonus/turns": 2}
+            assert info["episode_return"] == pytest.approx(0.1 + 2.0)
+        else:
+            assert reward == 1.0 and "group_reward" not in info
+    finally:
+        env.close()

@@ -29,7 +29,7 @@ import numpy as np
 import tinker
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from gymnasium import spaces
-from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.completers import StopCondition, TokensWithLogprobs
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     Env,
@@ -39,6 +39,8 @@ from tinker_cookbook.rl.types import (
     RLDataset,
     StepResult,
     StopReason,
+    Trajectory,
+    Transition,
 )
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
@@ -187,6 +189,9 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         tokenizer: the policy tokenizer; found on the source or its envs (``.renderer``) if None.
         env_index: which env of the group to play.
         render_mode: None or ``"ansi"``.
+        group_rewards: when the group is one env and the builder overrides
+            ``compute_group_rewards``, add its reward to the last step's (as the cookbook's
+            rollouts do) and report ``info["group_reward"]`` / ``info["group_metrics"]``.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
@@ -198,6 +203,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         tokenizer: Tokenizer | None = None,
         env_index: int = 0,
         render_mode: str | None = None,
+        group_rewards: bool = True,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
@@ -224,6 +230,11 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self._tokens: list[int] = []
         self._return = 0.0
         self._overflow: InitialObservationOverflow | None = None
+        self._observation = tinker.ModelInput.empty()
+        self._group: list[Env] = []
+        self._transitions: list[Transition] = []
+        self.group_rewards = group_rewards
+        """Add the builder's group reward at the end (groups of one env only)."""
 
     # --- portal --------------------------------------------------------------------------
     def _call(self, func: Callable[..., Awaitable[Any]], *args: Any) -> Any:
@@ -271,6 +282,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             self._overflow = None
             observation, self.stop_condition = first
             self._tokens = model_input_tokens(observation)
+            self._observation = observation
         info["stop_condition"] = list(self.stop_condition)
         return tuple(self._tokens), info
 
@@ -280,7 +292,8 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         envs = await make_env_group(made)
         if not 0 <= index < len(envs):
             raise IndexError(f"env_index {index} is outside the group of {len(envs)} envs")
-        self._made, self.env = made, envs[index]
+        self._made, self.env, self._group = made, envs[index], list(envs)
+        self._transitions = []
         return await self.env.initial_observation()
 
     def step(self, action: Any) -> tuple[TokenObs, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -303,6 +316,22 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         else:
             result = self._call(self.env.step, tokens)
         reward = float(result.reward)
+        self._transitions.append(
+            Transition(
+                ob=self._observation,
+                ac=TokensWithLogprobs(tokens, None),
+                reward=reward,
+                episode_done=result.episode_done,
+                metrics=dict(result.metrics),
+                logs=dict(result.logs),
+            )
+        )
+        self._observation = result.next_observation
+        group: tuple[float, Metrics] | None = None
+        if result.episode_done and self.group_rewards:
+            group = self._call(self._group_reward, result)
+            if group is not None:
+                reward += group[0]
         self._return += reward
         next_tokens = model_input_tokens(result.next_observation)
         self.stop_condition = result.next_stop_condition
@@ -324,7 +353,24 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         }
         if self.end is not None:
             info["episode_return"] = self.end.episode_return
+        if group is not None:
+            info["group_reward"], info["group_metrics"] = group[0], dict(group[1])
         return tuple(self._tokens), reward, terminated, truncated, info
+
+    async def _group_reward(self, last: StepResult) -> tuple[float, Metrics] | None:
+        """The builder's ``compute_group_rewards`` for this episode, when the group is this env alone."""
+        made = self._made
+        if not isinstance(made, EnvGroupBuilder) or len(self._group) != 1:
+            return None
+        if type(made).compute_group_rewards is EnvGroupBuilder.compute_group_rewards:
+            return None
+        trajectory = Trajectory(
+            transitions=list(self._transitions),
+            final_ob=last.next_observation,
+            stop_reason=stop_reason_of(last.metrics),
+        )
+        [(reward, metrics)] = await made.compute_group_rewards([trajectory], self._group)
+        return float(reward), metrics
 
     def _validate(self, action: Any) -> list[int]:
         try:
