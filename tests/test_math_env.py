@@ -256,3 +256,18 @@ def test_chz_dataset_builder_gives_train_and_test_splits():
 def test_chz_dataset_builder_rejects_unknown_source():
     with pytest.raises(ValueError, match="unknown source"):
         MathDatasetBuilder(source="nope").datasets()
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        ('<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>', "error: unknown tool 'search'"),
+        ('<tool_call>\n{"name": "calculator", "arguments": {}}\n</tool_call>', "error: missing 'expression'"),
+        ("<tool_call>\n{not json\n</tool_call>", "error: malformed tool call"),
+    ],
+)
+def test_bad_tool_calls_get_an_error_result(renderer, grader, call, expected):
+    env, results = _play(renderer, MathEnvConfig.preset("calculator"), [call], grader)
+    assert env.messages[-1]["role"] == "tool"
+    assert env.messages[-1]["content"].startswith(expected)
+    assert not results[0].episode_done

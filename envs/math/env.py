@@ -264,7 +264,7 @@ class MathEnv(ChatEnv):
             for call in message.get("tool_calls", []) or []:
                 out.append((_expression_of(call), call.id))
             for bad in message.get("unparsed_tool_calls", []) or []:
-                out.append(("\x00" + bad.error, None))
+                out.append(("\x00malformed tool call: " + bad.error, None))
             return out
         text = get_text_content(message)
         if extract_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("</calc>"):
@@ -280,7 +280,7 @@ class MathEnv(ChatEnv):
                 result = "error: calculator budget exhausted; give your final answer in \\boxed{}"
                 errors += 1
             elif expression.startswith("\x00"):
-                result = f"error: malformed tool call ({expression[1:][:100]})"
+                result = f"error: {expression[1:][:120]}"
                 errors += 1
             else:
                 try:
