@@ -261,7 +261,10 @@ def test_chz_dataset_builder_rejects_unknown_source():
 @pytest.mark.parametrize(
     ("call", "expected"),
     [
-        ('<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>', "error: unknown tool 'search'"),
+        (
+            '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>',
+            "error: unknown tool 'search'",
+        ),
         ('<tool_call>\n{"name": "calculator", "arguments": {}}\n</tool_call>', "error: missing 'expression'"),
         ("<tool_call>\n{not json\n</tool_call>", "error: malformed tool call"),
     ],
