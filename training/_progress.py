@@ -58,7 +58,7 @@ class ProgressDisplay:
     def __enter__(self) -> ProgressDisplay:
         if self.live:
             self._progress = Progress(
-                TextColumn("[bold]train"),
+                TextColumn("[bold]{task.description:<9}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[stats]}"),
