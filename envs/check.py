@@ -1,6 +1,7 @@
 """``python -m envs.check module:Builder`` — the env conformance checker from the command line.
 
-The target is ``module:attribute`` (the attribute may be dotted) naming one of:
+The target is a registered id (``turngym/Math-v0``) or ``module:attribute`` (the attribute may be
+dotted) naming one of:
 
 - an ``EnvGroupBuilder`` instance, or a builder class constructible with no arguments,
 - an ``RLDataset`` instance,
@@ -40,7 +41,14 @@ def _instantiate(cls: type, what: str) -> Any:
 
 
 def load_target(spec: str) -> Any:
-    """Import ``module:attribute`` and turn it into an env source for :func:`check_conformance`."""
+    """Import ``module:attribute`` (or take a ``turngym/...`` id) and turn it into an env source
+    for :func:`check_conformance`."""
+    if spec.startswith("turngym/") and ":" not in spec:
+        from envs.gym import ENV_IDS, env_source
+
+        if spec not in ENV_IDS:
+            raise TargetError(f"unknown id {spec!r}; registered: {', '.join(ENV_IDS)}")
+        return env_source(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise TargetError(f"expected module:attribute (e.g. envs.math:MathBuilder), got {spec!r}")
@@ -98,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Check that a token-level env (builder, dataset or factory) conforms to the Env contract.",
     )
     parser.add_argument(
-        "target", help="module:attribute naming an EnvGroupBuilder, RLDataset(Builder) or env factory"
+        "target",
+        help="module:attribute naming an EnvGroupBuilder, RLDataset(Builder) or env factory; or a turngym/ id",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (for CI)")
     parser.add_argument("--examples", type=int, default=40, help="hypothesis-drawn episodes (default 40)")

@@ -125,6 +125,11 @@ def test_cli_passes_and_prints_a_table(capsys: pytest.CaptureFixture[str]) -> No
     assert "step_never_raises" in out and "pass" in out and "broken_envs:EchoGroup: OK" in out
 
 
+def test_cli_takes_a_registered_id(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["turngym/Math-v0", "--json", "--examples", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["target"] == "turngym/Math-v0"
+
+
 def test_cli_json_and_exit_code_on_failure(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["broken_envs:RaisingGroup", "--json", "--examples", "3"]) == 1
     data = json.loads(capsys.readouterr().out)
@@ -143,6 +148,7 @@ def test_cli_json_and_exit_code_on_failure(capsys: pytest.CaptureFixture[str]) -
         ("envs.core:ChatEnv", "is an Env class"),
         ("envs.core:METRIC_RERENDER", "expected an EnvGroupBuilder"),
         ("broken_envs:Tiny", "has no attribute"),
+        ("turngym/Nope-v0", "unknown id 'turngym/Nope-v0'"),
     ],
 )
 def test_cli_bad_target_is_one_line(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
