@@ -158,10 +158,31 @@ async def _latency(n_groups: int, size: int, delay: float, limit: int) -> tuple[
     return wall, ideal, policy.max_in_flight
 
 
+async def _bare_sleeps(tasks: int, rounds: int, delay: float) -> float:
+    """The same critical path with no engine: ``tasks`` tasks, each sleeping ``rounds`` times."""
+
+    async def chain() -> None:
+        for _ in range(rounds):
+            await anyio.sleep(delay)
+
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(tasks):
+            tg.start_soon(chain)
+    return time.perf_counter() - t0
+
+
 def latency(n_groups: int, size: int) -> float:
-    wall, ideal, peak = asyncio.run(_latency(n_groups, size, 0.020, 64))
-    print(f"== latency: {n_groups} x {size} envs x {TURNS} turns, 20 ms per call, limit 64 ==")
+    limit, delay = 64, 0.020
+    wall, ideal, peak = asyncio.run(_latency(n_groups, size, delay, limit))
+    rounds = round(ideal / delay)
+    bare = asyncio.run(_bare_sleeps(min(limit, n_groups * size), rounds, delay))
+    print(f"== latency: {n_groups} x {size} envs x {TURNS} turns, 20 ms per call, limit {limit} ==")
     print(f"  wall {wall:.3f} s, ideal critical path {ideal:.3f} s, peak in-flight calls {peak}")
+    print(
+        f"  same critical path with no engine ({min(limit, n_groups * size)} tasks x {rounds} sleeps of 20 ms):"
+        f" {bare:.3f} s -> engine / bare = {wall / bare:.3f} (timer and scheduler lateness of this machine)"
+    )
     return wall / ideal
 
 
@@ -231,6 +252,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke run)")
     args = parser.parse_args()
     groups, size, repeats = (8, 4, 1) if args.quick else (64, 8, args.repeats)
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     ratio_tp = throughput(repeats, groups, size)
     ratio_wall = latency(groups, size)
     p99 = lag(groups if args.quick else 16, size)

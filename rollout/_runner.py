@@ -4,12 +4,10 @@ Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
 
 - No cancel scope is opened per turn unless a per-call deadline is configured; the rollout
   deadline is one ``anyio.move_on_after`` around the whole loop.
-- Global limiters are :class:`Gate` s: a ``CapacityLimiter`` taken with
-  ``acquire_on_behalf_of_nowait`` first, which costs no event-loop round trip when a slot is
-  free, and falls back to the blocking (fair, FIFO) acquire only when the limiter is full. The
-  plain ``async with limiter`` does two extra checkpoints per call (measured: halves the
-  throughput of a zero-latency loop); the bound on concurrency is the same either way, because
-  ``acquire_nowait`` refuses when anyone is queued. A gate whose limit is ``None`` is skipped.
+- The two global limits are :class:`Gate` s (see its docstring for why not
+  ``async with CapacityLimiter``): taking a free slot is an integer decrement inlined here, with
+  no checkpoint; only a full gate queues (FIFO, on ``anyio.Event`` s). A gate whose limit is
+  ``None`` is skipped entirely.
 - Token-budget arithmetic runs only when a token budget is set.
 """
 
@@ -61,14 +59,12 @@ class Gate:
     any uncontended moment of a tighter limit.
     """
 
-    __slots__ = ("_waiters", "free", "limit", "peak")
+    __slots__ = ("_waiters", "free", "limit")
 
     def __init__(self, limit: int | None):
         self.limit = limit
         self.free = limit or 0
         """Free slots (the hot loop decrements it directly when positive)."""
-        self.peak = 0
-        """Most slots ever held at once (updated on the slow path and by :meth:`acquire`)."""
         self._waiters: deque[anyio.Event] = deque()
 
     @property
@@ -100,7 +96,6 @@ class Gate:
             else:
                 self._waiters.remove(event)
             raise
-        self.peak = max(self.peak, self.in_use)
 
     def release(self) -> None:
         """Give a slot back (to the oldest waiter, if any)."""
