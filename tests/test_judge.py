@@ -678,3 +678,16 @@ def test_readme_example_runs() -> None:
     (code,) = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     clear_judges()
     exec(compile(code, "envs/judge/README.md", "exec"), {})
+
+
+def test_samples_are_averaged_and_failed_samples_counted() -> None:
+    class Cycle(ScriptedJudge):
+        async def reply(self, messages) -> str:
+            return ["Score: 2/10", "Score: 6/10", "nonsense"][(self.calls - 1) % 3]
+
+    judge = Judge(JudgeConfig("scripted:unused", samples=3, max_concurrency=1), Cycle())
+    result = anyio.run(judge.ask, [{"role": "user", "content": "x"}], parse_score)
+    assert result.status is JudgeStatus.OK and result.value == pytest.approx(0.4)
+    assert (result.attempts, result.unparseable) == (1, 1) and judge.stats.peak_in_flight == 1
+    with pytest.raises(ValueError, match="samples must be >= 1"):
+        JudgeConfig("scripted:garbage", samples=0)

@@ -104,6 +104,10 @@ class JudgeConfig:
     """Endpoint of an ``openai`` judge (e.g. ``http://localhost:8000/v1``), or a Tinker URL."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the ``openai`` judge's API key (read lazily)."""
+    samples: int = 1
+    """Judge replies per verdict, sampled concurrently; the parsed values are averaged
+    (self-consistency; use with ``temperature`` > 0). Failed samples are counted, the verdict
+    needs one parsed sample."""
     reply_prefix: str = ""
     """``local``/``tinker`` judges: prefill the reply with this text (e.g. ``"Score:"``), so a small
     model only writes the score (:class:`PrefilledSamplingCompleter`). Other kinds ignore it."""
@@ -121,6 +125,8 @@ class JudgeConfig:
             raise ValueError(f"JudgeConfig backoff must be >= 0, got {self.backoff_s}/{self.backoff_max_s}")
         if not math.isfinite(self.fallback_reward):
             raise ValueError(f"JudgeConfig.fallback_reward must be finite, got {self.fallback_reward}")
+        if self.samples < 1:
+            raise ValueError(f"JudgeConfig.samples must be >= 1, got {self.samples}")
         if self.max_tokens < 1:
             raise ValueError(f"JudgeConfig.max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -628,33 +634,23 @@ class Judge:
             if attempt:
                 await anyio.sleep(self._backoff(attempt))
             attempts += 1
-            async with self.limiter():
-                self.stats.in_flight += 1
-                self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
-                try:
-                    with anyio.fail_after(cfg.timeout_s):
-                        reply = await completer(list(prompt))
-                except TimeoutError:
-                    timeouts += 1
-                    error = f"timeout after {cfg.timeout_s:g}s"
+            outcomes = await self._attempt(completer, prompt, parse)
+            values: list[float] = []
+            texts: list[str] = []
+            for kind, text, detail in outcomes:
+                if kind == "ok":
+                    values.append(float(detail))
+                    texts.append(text)
                     continue
-                except Exception as exc:
-                    errors += 1
-                    error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                    continue
-                finally:
-                    self.stats.in_flight -= 1
-            reply_text = _reply_text(reply)
-            try:
-                value = parse(reply_text)
-            except Exception:  # a parser that raises is one more unparseable reply
-                value = None
-            if value is None or not math.isfinite(value):
-                unparseable += 1
-                error = f"unparseable reply: {reply_text[:120]!r}"
+                timeouts += kind == "timeout"
+                errors += kind == "error"
+                unparseable += kind == "unparseable"
+                error, reply_text = detail, text or reply_text
+            if not values:
                 continue
+            reply_text = "\n---\n".join(texts)
             result = JudgeResult(
-                value=float(value),
+                value=sum(values) / len(values),
                 status=JudgeStatus.OK,
                 reply=reply_text,
                 attempts=attempts,
@@ -678,6 +674,49 @@ class Judge:
             error=error,
         )
         return result
+
+    async def _attempt(
+        self, completer: MessageCompleter, prompt: Sequence[Message], parse: ScoreParser
+    ) -> list[tuple[str, str, str]]:
+        """``config.samples`` guarded calls, concurrently."""
+        if self.config.samples == 1:
+            return [await self._once(completer, prompt, parse)]
+        outcomes: list[tuple[str, str, str]] = [("error", "", "not run")] * self.config.samples
+
+        async def one(index: int) -> None:
+            outcomes[index] = await self._once(completer, prompt, parse)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(self.config.samples):
+                tg.start_soon(one, index)
+        return outcomes
+
+    async def _once(
+        self, completer: MessageCompleter, prompt: Sequence[Message], parse: ScoreParser
+    ) -> tuple[str, str, str]:
+        """One guarded completer call: ``(kind, reply text, value or error)``; kind is ``ok``,
+        ``timeout``, ``error`` or ``unparseable``."""
+        cfg = self.config
+        async with self.limiter():
+            self.stats.in_flight += 1
+            self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
+            try:
+                with anyio.fail_after(cfg.timeout_s):
+                    reply = await completer(list(prompt))
+            except TimeoutError:
+                return "timeout", "", f"timeout after {cfg.timeout_s:g}s"
+            except Exception as exc:
+                return "error", "", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            finally:
+                self.stats.in_flight -= 1
+        text = _reply_text(reply)
+        try:
+            value = parse(text)
+        except Exception:  # a parser that raises is one more unparseable reply
+            value = None
+        if value is None or not math.isfinite(value):
+            return "unparseable", text, f"unparseable reply: {text[:120]!r}"
+        return "ok", text, repr(float(value))
 
 
 def _reply_text(reply: Any) -> str:
