@@ -30,13 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", action="append", help="a turngym/ id (repeatable; default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-action-tokens", type=int, default=256)
+    parser.add_argument(
+        "--block-threshold",
+        type=float,
+        default=30.0,
+        help="seconds a step may block the loop (high: a loaded machine starves the process)",
+    )
     args = parser.parse_args(argv)
     ids = args.env or list(ENV_IDS)
     unknown = [i for i in ids if i not in ENV_IDS]
     if unknown:
         print(f"error: unknown id(s) {', '.join(unknown)}; known: {', '.join(ENV_IDS)}", file=sys.stderr)
         return 2
-    config = CheckConfig(max_action_tokens=args.max_action_tokens, block_threshold_s=5.0)
+    config = CheckConfig(max_action_tokens=args.max_action_tokens, block_threshold_s=args.block_threshold)
     total_actions = total_crashes = 0
     for env_id in ids:
         stats = fuzz_env(env_source(env_id), args.actions, seed=args.seed, config=config, target=env_id)

@@ -135,7 +135,7 @@ class RerenderingGroup(EnvGroupBuilder):
 
 
 # --- a blocking step --------------------------------------------------------------------
-BLOCK_SECONDS = 1.0
+BLOCK_SECONDS = 2.0
 """How long :class:`BlockingEnv` blocks the event loop on its first step."""
 
 
