@@ -345,3 +345,27 @@ def test_latex_fraction_equals_its_slash_form(p, q):
 def test_normalize_never_raises_and_is_bounded(text):
     out = normalize_answer(text)
     assert isinstance(out, str) and len(out) <= 3 * len(text) + 2
+
+
+def test_a_forked_child_gets_its_own_workers():
+    """After fork the child must not talk to the parent's workers (their pipes are shared)."""
+    import multiprocessing
+
+    with Grader(GraderConfig(workers=1, timeout_s=10.0)) as g:
+        anyio.run(g.warmup)
+        parent_pid = g._idle[0].proc.pid
+
+        def child(conn):
+            result = anyio.run(g.grade, "x+1", "1+x")
+            conn.send((result.correct, [w.proc.pid for w in g._idle]))
+            g.close()
+
+        ctx = multiprocessing.get_context("fork")
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=child, args=(there,))
+        proc.start()
+        correct, child_pids = here.recv()
+        proc.join(30)
+        assert correct and parent_pid not in child_pids
+        assert anyio.run(g.grade, "x+2", "2+x").correct  # the parent's worker still works
+        assert g._idle[0].proc.pid == parent_pid

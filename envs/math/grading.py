@@ -214,17 +214,22 @@ class Grader:
 
     def __init__(self, config: GraderConfig | None = None):
         self.config = config or GraderConfig()
+        self._closed = False
+        self._next_id = 0
+        self._counts: dict[str, int] = dict.fromkeys(GraderStats.__dataclass_fields__, 0)
+        self._reset()
+        _live.add(self)
+
+    def _reset(self) -> None:
+        """Forget every worker (at creation, and in a forked child: the parent's workers and
+        lock are not the child's)."""
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._booting: list[_Worker] = []
         self._dead: list[_Worker] = []
         self._busy = 0
         self._spawning = 0
-        self._closed = False
-        self._next_id = 0
-        self._counts: dict[str, int] = dict.fromkeys(GraderStats.__dataclass_fields__, 0)
         self._slots: weakref.WeakKeyDictionary[Any, anyio.Semaphore] = weakref.WeakKeyDictionary()
-        _live.add(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Grader, (self.config,))
@@ -442,3 +447,13 @@ def default_grader() -> Grader:
 def _close_all() -> None:
     for grader in list(_live):
         grader.close()
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()
+    for grader in list(_live):
+        grader._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
