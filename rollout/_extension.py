@@ -12,6 +12,10 @@ What it costs, and why it is cheap:
   only O(window) tokens (lengths, the action, and windows at the start and at the boundary).
   Multi-chunk or multimodal observations take a general path (flattened like the cookbook's
   ``trajectory_to_data``, image chunks compared as objects).
+- Measured per turn (one check, CPU, this repo's dev box): 100-token context: ``FULL`` 4.8 us
+  vs 19 us naive; 8000-token context: ``FULL`` 84 us, ``BOUNDARY`` 26 us, naive 550 us. In the
+  engine benchmark (20 turns, <= 100 tokens) the check costs ~10% of a zero-latency engine's
+  throughput; ``BOUNDARY`` only pays off on long contexts.
 - Only on a break does it pay for a diagnosis: the first divergent index and, for *unexpected*
   breaks, the decoded side-by-side from ``renderers_ext.check_extension``. Breaks the renderer
   announced (``renderers_ext.extension_expected(env.renderer, turn)`` is False: compaction, or a
@@ -104,7 +108,7 @@ class ExtensionTracker:
 
     Protocol: :meth:`start` with the first observation; :meth:`acted` each time a transition
     acting on the current observation is recorded; :meth:`observe` with every next observation
-    the rollout continues from; :meth:`close` at the end. Datum accounting mirrors the cookbook's
+    the rollout continues from (:meth:`step` does both); :meth:`close` at the end. Datum accounting mirrors the cookbook's
     ``trajectory_to_data``: a datum is closed when a transition's observation does not extend
     the previous observation + action.
     """
@@ -159,6 +163,13 @@ class ExtensionTracker:
         self.tokens_unique += self._pending + n_action
         self._pending = 0
         self.tokens_per_turn += self._prev_len + n_action
+
+    def step(
+        self, action: list[int], next_ob: tinker.ModelInput, turn: int, env: Any
+    ) -> ExtensionBreak | None:
+        """:meth:`acted` then :meth:`observe` (one call per non-final turn in the hot loop)."""
+        self.acted(len(action))
+        return self.observe(action, next_ob, turn, env)
 
     def close(self) -> None:
         """End of the trajectory: close the last datum."""

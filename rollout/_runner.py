@@ -242,79 +242,81 @@ async def _loop(
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
-    while True:
-        if max_turns is not None and turn >= max_turns:
-            _stop_transition(state, StopReason.MAX_TURNS)
-            return StopReason.MAX_TURNS
-        max_tokens = None
-        if token_budget:
-            reason = cumulative_stop(budget, ob.length, sampled)
-            if reason is not None:
-                _stop_transition(state, reason)
-                return reason
-            max_tokens = per_call_max_tokens(budget, ob.length, sampled)
-        if plain_sample:
-            ac = await (policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens))
-        elif sample_timeout is None:
-            assert sample_gate is not None
-            # Gate fast path inlined (see Gate): no coroutine, no checkpoint when a slot is free.
-            if sample_gate.free > 0:
-                sample_gate.free -= 1
-            else:
-                await sample_gate.wait()
-            try:
+    try:
+        while True:
+            if max_turns is not None and turn >= max_turns:
+                _stop_transition(state, StopReason.MAX_TURNS)
+                return StopReason.MAX_TURNS
+            max_tokens = None
+            if token_budget:
+                reason = cumulative_stop(budget, ob.length, sampled)
+                if reason is not None:
+                    _stop_transition(state, reason)
+                    return reason
+                max_tokens = per_call_max_tokens(budget, ob.length, sampled)
+            if plain_sample:
                 ac = await (
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
                 )
-            finally:
-                sample_gate.release()
-        else:
-            ac = await _sample(policy, ob, stop, max_tokens, sample_gate, sample_timeout)
-        tokens = ac.tokens
-        if type(tokens) is not list:
-            tokens = ac.tokens = list(tokens)
-        logprobs = ac.maybe_logprobs
-        if logprobs is not None and len(logprobs) != len(tokens):
-            raise InvalidCompletion(f"completer returned {len(tokens)} tokens but {len(logprobs)} logprobs")
-        extra = ActionExtra(stop_reason=ac.stop_reason)
-        if plain_step:
-            result: StepResult = await env.step(tokens, extra=extra)
-        else:
-            result = await _env_call(
-                functools.partial(env.step, tokens, extra=extra), step_gate, step_timeout, "env.step"
-            )
-        transition = Transition(
-            ob=ob,
-            ac=ac,
-            reward=result.reward,
-            episode_done=result.episode_done,
-            metrics=result.metrics,
-            logs=result.logs,
-        )
-        transitions.append(transition)
-        turn += 1
-        sampled += len(tokens)
+            elif sample_timeout is None:
+                assert sample_gate is not None
+                # Gate fast path inlined (see Gate): no coroutine, no checkpoint when a slot is free.
+                if sample_gate.free > 0:
+                    sample_gate.free -= 1
+                else:
+                    await sample_gate.wait()
+                try:
+                    ac = await (
+                        policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
+                    )
+                finally:
+                    sample_gate.release()
+            else:
+                ac = await _sample(policy, ob, stop, max_tokens, sample_gate, sample_timeout)
+            tokens = ac.tokens
+            if type(tokens) is not list:
+                tokens = ac.tokens = list(tokens)
+            logprobs = ac.maybe_logprobs
+            if logprobs is not None and len(logprobs) != len(tokens):
+                raise InvalidCompletion(
+                    f"completer returned {len(tokens)} tokens but {len(logprobs)} logprobs"
+                )
+            extra: ActionExtra = {"stop_reason": ac.stop_reason}
+            if plain_step:
+                result: StepResult = await env.step(tokens, extra=extra)
+            else:
+                result = await _env_call(
+                    functools.partial(env.step, tokens, extra=extra), step_gate, step_timeout, "env.step"
+                )
+            transition = Transition(ob, ac, result.reward, result.episode_done, result.metrics, result.logs)
+            transitions.append(transition)
+            turn += 1
+            sampled += len(tokens)
+            if result.episode_done:
+                if tracker is not None:
+                    tracker.acted(len(tokens))
+                reason = stop_reason_from_metrics(result.metrics)
+                if reason is None:
+                    if not config.set_completed_stop_reason:
+                        return ""
+                    transition.metrics = {
+                        **result.metrics,
+                        f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0,
+                    }
+                    reason = StopReason.COMPLETED
+                state.ob = result.next_observation
+                return reason
+            ob = result.next_observation
+            stop = result.next_stop_condition
+            state.ob = ob
+            if tracker is not None:
+                brk = tracker.step(tokens, ob, turn, env)
+                if brk is not None:
+                    transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
+                    transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
+    finally:  # also on the rollout deadline's cancellation
         state.sampled = sampled
         state.turns = turn
-        if tracker is not None:
-            tracker.acted(len(tokens))
-        if result.episode_done:
-            reason = stop_reason_from_metrics(result.metrics)
-            if reason is None:
-                if not config.set_completed_stop_reason:
-                    return ""
-                transition.metrics = {**result.metrics, f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0}
-                reason = StopReason.COMPLETED
-            state.ob = result.next_observation
-            return reason
-        ob = result.next_observation
-        stop = result.next_stop_condition
-        state.ob = ob
-        if tracker is not None:
-            brk = tracker.observe(tokens, ob, turn, env)
-            if brk is not None:
-                transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
-                transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
 
 
 async def run_rollout(
