@@ -193,3 +193,20 @@ def test_non_chat_envs_are_left_alone_by_compaction():
         assert env.renderer is renderer
 
     anyio.run(main)
+
+
+def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
+    from tinker_cookbook.recipes.multiplayer_rl.guess_number.env import GuessNumberEnvGroupBuilder
+
+    renderer = get_renderer("qwen3_instruct")
+    policy = ScriptedCompleter(script=actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]))
+    builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=2)
+    result = anyio.run(RolloutEngine(policy).run_batch, [builder])
+    (o,) = result.outcomes
+    assert o.ok and o.group is not None and o.group.get_total_rewards() == [1.0, 1.0]
+    # The recipe stores the model's turns with role "player", so its history renders
+    # "<|im_start|>player" where the model sampled after "<|im_start|>assistant": every turn breaks.
+    for stats in o.stats:
+        assert [b.turn for b in stats.breaks] == [1, 2] and stats.unexpected_breaks == 2
+        assert "⟦assistant" in stats.breaks[0].expected_text and "⟦player" in stats.breaks[0].actual_text
+        assert stats.datums == 3
