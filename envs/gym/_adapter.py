@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import random
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, SupportsFloat, TypeAlias
@@ -212,6 +212,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self.render_mode = render_mode
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
+        self._finalizer: weakref.finalize | None = None
         self._made: EnvGroupBuilder | Env | None = None
         self.env: Env | None = None
         """The cookbook env of the current episode."""
@@ -241,6 +242,8 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         if self._portal is None:
             self._portal_cm = start_blocking_portal()
             self._portal = self._portal_cm.__enter__()
+            # an env never closed stops its portal when collected or at exit (not in a noisy teardown)
+            self._finalizer = weakref.finalize(self, _stop_portal, self._portal_cm)
         return self._portal.call(func, *args)
 
     def _probe_tokenizer(self) -> Tokenizer:
@@ -401,9 +404,10 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             try:
                 self._portal.call(self._cleanup)
             finally:
-                cm, self._portal_cm, self._portal = self._portal_cm, None, None
-                assert cm is not None
-                cm.__exit__(None, None, None)
+                self._portal_cm = self._portal = None
+                if self._finalizer is not None:
+                    self._finalizer()  # stops the portal thread (once)
+                    self._finalizer = None
         super().close()
 
     @property
@@ -412,9 +416,6 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         return list(self._tokens)
 
 
-def finite(value: SupportsFloat) -> bool:
-    """Whether ``value`` converts to a finite float."""
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
+def _stop_portal(cm: contextlib.AbstractContextManager[BlockingPortal]) -> None:
+    with contextlib.suppress(Exception):
+        cm.__exit__(None, None, None)
