@@ -370,3 +370,27 @@ def test_group_reward_is_added_for_a_group_of_one(size: int) -> None:
             assert reward == 1.0 and "group_reward" not in info
     finally:
         env.close()
+
+
+def test_registration_is_lazy() -> None:
+    """``import envs`` does not load gymnasium; ``import envs.gym`` registers ids without importing
+    any env package (they load on ``gymnasium.make``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, envs; a = 'gymnasium' in sys.modules; import envs.gym, gymnasium as gym; "
+        "heavy = [m for m in ('envs.math', 'envs.twenty_questions', 'envs.judge', 'hypothesis', "
+        "'tinker_cookbook.recipes.multiplayer_rl.twenty_questions.env') if m in sys.modules]; "
+        "print(a, heavy, 'turngym/Math-v0' in gym.registry)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.stdout.strip() == "False [] True", proc.stderr[-2000:]
