@@ -4,7 +4,8 @@ With no arguments: the rubric-judge env on the local backend, offline, with the 
 SmolLM2-135M as both policy and judge. The shipped prompt set (``envs/judge/data/prompts.jsonl``,
 single-turn questions) and rubrics (``rubrics.json``: correct x2, concise, clear; scores 0-10);
 4 prompts held out. Sized for 2 CPU cores: 2 prompts x 4 answers per step, 24 tokens per answer,
-the judge's reply is prefilled with ``Score: `` and it writes at most 3 more tokens within 300 s
+the judge's reply is prefilled with ``Score: `` and it writes at most 3 more tokens, 4 samples
+at temperature 1 averaged (a 135M judge's greedy verdict is nearly always ``10``), within 300 s
 (2 attempts, then reward 0, counted under ``judge/fallback``), 3 steps, evaluation before training and at the end. Expect a few minutes;
 a 135M judge is a weak grader, so this run shows the machinery, not learning.
 
@@ -74,8 +75,10 @@ class JudgeTrainConfig(training.Config):
     judge_reply_prefix: str = "Score: "
     """``local``/``tinker`` judges: the reply is prefilled with this, so a small judge only writes
     the number (empty: no prefill)."""
-    judge_temperature: float = 0.0
+    judge_temperature: float = 1.0
     """Judge sampling temperature."""
+    judge_samples: int = 4
+    """Judge replies per verdict, averaged (a small judge's single greedy reply is nearly constant)."""
     judge_timeout_s: float = 300.0
     """Deadline of one judge call."""
     judge_max_attempts: int = 2
@@ -131,6 +134,7 @@ class JudgeTrainConfig(training.Config):
             base_url=self.judge_base_url,
             api_key_env=self.judge_api_key_env,
             reply_prefix=self.judge_reply_prefix,
+            samples=self.judge_samples,
         )
         user = UserConfig(
             model=judge.replace(
