@@ -4,10 +4,14 @@ seeding, the blocking portal (sync and inside a running loop), rendering and the
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import gymnasium as gym
@@ -375,10 +379,6 @@ def test_group_reward_is_added_for_a_group_of_one(size: int) -> None:
 def test_registration_is_lazy() -> None:
     """``import envs`` does not load gymnasium; ``import envs.gym`` registers ids without importing
     any env package (they load on ``gymnasium.make``)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     code = (
         "import sys, envs; a = 'gymnasium' in sys.modules; import envs.gym, gymnasium as gym; "
         "heavy = [m for m in ('envs.math', 'envs.twenty_questions', 'envs.judge', 'hypothesis', "
@@ -391,6 +391,6 @@ def test_registration_is_lazy() -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.stdout.strip() == "False [] True", proc.stderr[-2000:]
