@@ -107,6 +107,27 @@ class Strategy:
         """Keep a group when at least ``min_successful`` of its rollouts succeed."""
         return cls(StrategyKind.MIN_VIABLE, max_retries=max_retries, min_successful=min_successful)
 
+    @classmethod
+    def from_cookbook(cls, strategy: object) -> Strategy:
+        """The equivalent of a cookbook ``FailFast`` / ``RetryOnFailure`` / ``MinViableGroup``.
+
+        Their ``per_rollout_timeout`` (a hard, retryable failure) has no field here: set
+        ``Budget.rollout_timeout_s`` (graceful stop) or ``Budget.sample_timeout_s`` (failure).
+        """
+        from tinker_cookbook.rl.rollout_strategy import FailFast, MinViableGroup, RetryOnFailure
+
+        if getattr(strategy, "per_rollout_timeout", None):
+            raise ValueError(
+                "per_rollout_timeout has no Strategy equivalent; use Budget.rollout_timeout_s or sample_timeout_s"
+            )
+        if isinstance(strategy, FailFast):
+            return cls.fail_fast()
+        if isinstance(strategy, RetryOnFailure):
+            return cls.retry(strategy.max_retries)
+        if isinstance(strategy, MinViableGroup):
+            return cls.min_viable(strategy.min_successful, strategy.max_retries)
+        raise ValueError(f"unknown cookbook rollout strategy {type(strategy).__name__}")
+
 
 class ExtensionCheck(StrEnum):
     """How the run-time extension check compares observations (see ``rollout._extension``)."""
@@ -120,7 +141,8 @@ class ExtensionCheck(StrEnum):
     content near the boundary (re-tokenisation, stripped thinking, changed templates); may miss
     an in-place edit of the same length far from both ends."""
     OFF = "off"
-    """No check (breaks are still found, later and without diagnosis, by datum assembly)."""
+    """No check and no datum/token accounting (those ``TrajectoryStats`` fields are 0); datum
+    assembly still splits at breaks, silently."""
 
 
 @dataclass(frozen=True)

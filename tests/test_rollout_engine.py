@@ -374,3 +374,56 @@ def test_cancelling_a_batch_midway_leaves_no_tasks_and_cleans_every_group_once()
             assert b.make_calls == 1 and b.cleanup_calls == 1  # cleanup ran despite cancellation
 
     anyio.run(main, backend="asyncio")
+
+
+def test_cookbook_strategies_convert():
+    from tinker_cookbook.rl.rollout_strategy import FailFast, MinViableGroup, RetryOnFailure
+
+    assert Strategy.from_cookbook(FailFast()) == Strategy.fail_fast()
+    assert Strategy.from_cookbook(RetryOnFailure(max_retries=5)) == Strategy.retry(5)
+    assert Strategy.from_cookbook(MinViableGroup(min_successful=3, max_retries=1)) == Strategy.min_viable(
+        3, 1
+    )
+    with pytest.raises(ValueError, match="per_rollout_timeout"):
+        Strategy.from_cookbook(RetryOnFailure(per_rollout_timeout=5))
+
+
+def test_cleanup_failures_and_hangs_are_recorded_without_losing_the_group():
+    class BadCleanup(SyntheticGroup):
+        async def cleanup(self) -> None:
+            await super().cleanup()
+            raise OSError("sandbox already gone")
+
+    class HangingCleanup(SyntheticGroup):
+        async def cleanup(self) -> None:
+            await anyio.sleep_forever()
+
+    async def main():
+        bad = BadCleanup(lambda i: SyntheticEnv(2), size=2)
+        hang = HangingCleanup(lambda i: SyntheticEnv(2), size=2)
+        engine = RolloutEngine(ScriptedCompleter(), RolloutConfig(cleanup_timeout_s=0.05))
+        result = await engine.run_batch([bad, hang])
+        assert [o.ok for o in result.outcomes] == [True, True]
+        assert [[e.error_type for e in o.errors] for o in result.outcomes] == [
+            ["OSError"],
+            ["CleanupTimeout"],
+        ]
+        assert result.metrics["failures/OSError"] == 1 and result.metrics["failures/CleanupTimeout"] == 1
+        assert_accounting(result.outcomes)
+
+    run(main)
+
+
+def test_stream_raises_batch_aborted_on_exit():
+    async def main():
+        hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=2), size=2)
+        engine = RolloutEngine(
+            ScriptedCompleter(), RolloutConfig(strategy=Strategy.retry(0, abort_batch=True))
+        )
+        received = []
+        with pytest.raises(BatchAborted) as info:
+            async with engine.stream([hang, _group(fail_slots=(0,))]) as outcomes:
+                received = [o.index async for o in outcomes]
+        assert received == [1] and info.value.cancelled == 1 and hang.cleanup_calls == 1
+
+    run(main)
