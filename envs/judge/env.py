@@ -104,7 +104,7 @@ class JudgeTask:
             id=task_id,
             messages=tuple(messages),
             rubric=str(data.get("rubric", "default")),
-            persona=data.get("persona"),
+            persona=None if data.get("persona") is None else str(data["persona"]),
             turns=int(data.get("turns", 1)),
         )
 
