@@ -202,3 +202,21 @@ class FlakyCleanupGroup(EnvGroupBuilder):
     async def cleanup(self) -> None:
         if not self.state.pop("open"):  # the bug: KeyError on the second call
             raise RuntimeError("unreachable")
+
+
+class HangingEnv(EchoEnv):
+    """Awaits an event nobody sets: the step never returns."""
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        import anyio
+
+        await anyio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class HangingGroup(EnvGroupBuilder):
+    """Builds one :class:`HangingEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [HangingEnv()]

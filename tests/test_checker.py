@@ -88,6 +88,13 @@ def test_checker_fails_precisely_on_broken_envs(
         assert fragment in detail, detail
 
 
+def test_a_hanging_step_is_reported_not_waited_for() -> None:
+    report = check_conformance(broken.HangingGroup(), CheckConfig(examples=2, step_timeout_s=0.5))
+    assert [r.check for r in report.failures] == [CheckName.NO_RAISE]
+    assert "did not return within 0.5s (a hang)" in report[CheckName.NO_RAISE].detail
+    assert report.crashes == 1  # fail-fast: one hang, then no more episodes
+
+
 def test_blocking_threshold_is_respected() -> None:
     lenient = check_conformance(
         broken.BlockingGroup(), CheckConfig(examples=1, scripted_episodes=1, block_threshold_s=10.0)

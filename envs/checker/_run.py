@@ -390,10 +390,12 @@ class ConformanceRun:
         async with anyio.create_task_group() as tg:
             await tg.start(monitor.run)
             try:
-                with anyio.fail_after(self.config.step_timeout_s):
+                with anyio.move_on_after(self.config.step_timeout_s) as scope:
                     result = await env.step(action)
-            except TimeoutError:
-                error = TimeoutError(f"step did not return within {self.config.step_timeout_s:g}s")
+                if scope.cancelled_caught:
+                    error = TimeoutError(
+                        f"step did not return within {self.config.step_timeout_s:g}s (a hang)"
+                    )
             except Exception as e:
                 error = e
             finally:
