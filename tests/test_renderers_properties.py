@@ -30,6 +30,7 @@ from renderers_ext import (
     strip_thinking,
 )
 from renderers_ext.testing import (
+    ALPHABET,
     ROLE_COLON_SAFE_FRAGMENTS,
     TurnRecord,
     conversations,
@@ -202,7 +203,9 @@ def test_compaction_breaks_once_per_window_and_never_inside(
         min_turns=2,
         max_turns=9,
         thinking=True,
-        thinking_text=st.text(min_size=1, max_size=12).filter(lambda s: s.strip("\n") and "<think>" not in s),
+        thinking_text=st.text(ALPHABET, min_size=1, max_size=12).filter(
+            lambda s: s.strip("\n") and "<think>" not in s
+        ),
     ),
 )
 def test_compaction_with_thinking_breaks_exactly_at_every_window_start(
