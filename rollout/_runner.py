@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import tinker
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
-from tinker_cookbook.rl.rollout_runner import stop_reason_from_metrics
+from tinker_cookbook.rl.rollout_runner import TRUNCATION_METRIC_KEY, stop_reason_from_metrics
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     ActionExtra,
@@ -125,13 +125,14 @@ _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic vali
 class _State:
     """What a rollout has collected so far (read by the deadline path)."""
 
-    __slots__ = ("ob", "sampled", "transitions", "turns")
+    __slots__ = ("ob", "sampled", "transitions", "truncations", "turns")
 
     def __init__(self) -> None:
         self.transitions: list[Transition] = []
         self.ob: tinker.ModelInput = _EMPTY
         self.sampled = 0
         self.turns = 0
+        self.truncations = 0
 
 
 async def _sample(
@@ -242,6 +243,7 @@ async def _loop(
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
+    truncations = 0  # "length" stops the env continued past (cookbook metric)
     try:
         while True:
             if max_turns is not None and turn >= max_turns:
@@ -292,9 +294,12 @@ async def _loop(
             transitions.append(transition)
             turn += 1
             sampled += len(tokens)
+            if ac.stop_reason == "length" and not result.episode_done:
+                truncations += 1
             if result.episode_done:
                 if tracker is not None:
                     tracker.acted(len(tokens))
+                state.ob = result.next_observation
                 reason = stop_reason_from_metrics(result.metrics)
                 if reason is None:
                     if not config.set_completed_stop_reason:
@@ -304,7 +309,6 @@ async def _loop(
                         f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0,
                     }
                     reason = StopReason.COMPLETED
-                state.ob = result.next_observation
                 return reason
             ob = result.next_observation
             stop = result.next_stop_condition
@@ -317,6 +321,7 @@ async def _loop(
     finally:  # also on the rollout deadline's cancellation
         state.sampled = sampled
         state.turns = turn
+        state.truncations = truncations
 
 
 async def run_rollout(
@@ -356,6 +361,9 @@ async def run_rollout(
         if reason is None:  # the deadline fired: keep what was collected, drop the in-flight turn
             reason = StopReason.ROLLOUT_TIMEOUT
             _stop_transition(state, reason)
+    if state.truncations and state.transitions:
+        last = state.transitions[-1]
+        last.metrics = {**last.metrics, TRUNCATION_METRIC_KEY: float(state.truncations)}
     if tracker_used is not None:
         tracker.close()
     trajectory = Trajectory(transitions=state.transitions, final_ob=state.ob, stop_reason=reason or None)
