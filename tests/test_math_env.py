@@ -104,7 +104,7 @@ def test_feedback_game_decays_reward_and_sends_feedback(renderer, grader):
     assert results[0].reward == 0.0
     assert results[1].reward == pytest.approx(config.attempt_decay)
     assert results[1].metrics["math/attempts"] == 2.0
-    assert env.messages[2] == {"role": "user", "content": "Nope, again."}
+    assert env.messages[-2] == {"role": "user", "content": "Nope, again."}
     assert "Nope, again." in renderer.tokenizer.decode(results[0].next_observation.to_ints())
 
 
@@ -185,8 +185,8 @@ def test_calculator_tag_mode_on_a_renderer_without_tools(tokenizer, grader):
 def test_calculator_budget_is_enforced(renderer, grader):
     config = MathEnvConfig.preset("calculator", max_calculator_calls=1)
     env, results = _play(renderer, config, [TOOL_CALL, TOOL_CALL, "\\boxed{144}"], grader)
-    assert env.messages[3]["content"] == "144"
-    assert env.messages[5]["content"].startswith("error: calculator budget exhausted")
+    assert env.messages[-4]["content"] == "144"
+    assert env.messages[-2]["content"].startswith("error: calculator budget exhausted")
     assert results[-1].episode_done and results[-1].reward == 1.0
 
 
@@ -254,8 +254,8 @@ def test_chz_dataset_builder_gives_train_and_test_splits():
 
 
 def test_chz_dataset_builder_rejects_unknown_source():
-    with pytest.raises(ValueError, match="unknown source"):
-        MathDatasetBuilder(source="nope").datasets()
+    with pytest.raises(ValueError, match="source must be one of"):
+        MathDatasetBuilder(source="nope")
 
 
 @pytest.mark.parametrize(
@@ -274,3 +274,14 @@ def test_bad_tool_calls_get_an_error_result(renderer, grader, call, expected):
     assert env.messages[-1]["role"] == "tool"
     assert env.messages[-1]["content"].startswith(expected)
     assert not results[0].episode_done
+
+
+@pytest.mark.parametrize("fewshot", [True, False])
+def test_fewshot_example_precedes_the_question(renderer, fewshot):
+    env = MathEnv(renderer, PROBLEM, MathEnvConfig(fewshot=fewshot))
+    messages = env.initial_messages()
+    assert messages[-1]["content"].startswith(PROBLEM.question)
+    roles = [m["role"] for m in messages]
+    assert roles == (["user", "assistant", "user"] if fewshot else ["user"])
+    if fewshot:
+        assert "\\boxed{12}" in messages[1]["content"]

@@ -42,6 +42,7 @@ __all__ = [
     "EnvPreset",
     "MathEnv",
     "MathEnvConfig",
+    "fewshot_messages",
     "supports_tools",
 ]
 
@@ -114,6 +115,9 @@ class MathEnvConfig:
     """Optional system prompt (tool instructions are added to it)."""
     instruction: str = " Write your final answer in \\boxed{}."
     """Appended to every question."""
+    fewshot: bool = True
+    """Start with one solved example (user question, assistant answer ending in ``\\boxed{}``):
+    small models otherwise rarely use the box at all."""
     max_trajectory_tokens: int | None = None
     """Observation length cap of an episode (see :class:`envs.core.EnvLimits`)."""
 
@@ -159,6 +163,17 @@ _TAG_INSTRUCTIONS = (
     "You can use a calculator: write <calc>expression</calc> (numbers, + - * / ^ and parentheses) "
     "and stop; the result comes back in <calc_result> tags."
 )
+
+
+def fewshot_messages(instruction: str) -> list[Message]:
+    """The solved example that :attr:`MathEnvConfig.fewshot` puts before the question."""
+    return [
+        {
+            "role": "user",
+            "content": "Tom has 3 boxes with 4 pens in each box. How many pens does he have?" + instruction,
+        },
+        {"role": "assistant", "content": "3 boxes with 4 pens each: 3 * 4 = 12. \\boxed{12}"},
+    ]
 
 
 class MathEnv(ChatEnv):
@@ -217,6 +232,8 @@ class MathEnv(ChatEnv):
                 system = f"{system}\n\n{_TAG_INSTRUCTIONS}".strip()
             if system:
                 prefix = [{"role": "system", "content": system}]
+        if self.config.fewshot:
+            prefix += fewshot_messages(self.config.instruction)
         return [*prefix, {"role": "user", "content": self.problem.question + self.config.instruction}]
 
     async def on_message(self, message: Message) -> Reply:
