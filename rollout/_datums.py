@@ -154,7 +154,11 @@ def trajectory_datums(traj: Trajectory, advantages: Sequence[float]) -> list[tin
 
 
 def assemble(groups: Sequence[TrajectoryGroup], config: AdvantageConfig | None = None) -> Assembled:
-    """Turn kept groups into datums (see the module docstring); bad input raises ``ValueError``."""
+    """Turn kept groups into datums (see the module docstring); bad input raises ``ValueError``.
+
+    CPU-bound (tensor building): inside a running event loop with large batches, call it as
+    ``await anyio.to_thread.run_sync(assemble, groups, config)`` to keep the loop responsive.
+    """
     config = config or AdvantageConfig()
     groups = list(groups)
     _check_logprobs(groups)
