@@ -25,11 +25,11 @@ def test_bad_keys_exit_2_with_one_line(capsys):
 
 
 def test_train_config_builds_the_configured_game():
-    config = MathTrainConfig(env="feedback", max_attempts=4, levels="3", n_train=8, n_test=2, batch_size=2)
+    config = MathTrainConfig(env="feedback", max_attempts=4, levels="4", n_train=8, n_test=2, batch_size=2)
     train, test = config.dataset_builder().datasets()
     group = train.get_batch(0)[0]
     assert group.config.max_attempts == 4  # type: ignore[attr-defined]
-    assert {g.problem.level for g in train.get_batch(0)} == {3}  # type: ignore[attr-defined]
+    assert {g.problem.level for g in train.get_batch(0)} == {4}  # type: ignore[attr-defined]
     assert test is not None and len(test.get_batch(0)) == 2
 
 

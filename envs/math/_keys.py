@@ -8,7 +8,7 @@ CALCULATOR_MODES = ("off", "auto", "tool", "tag")
 """Values of ``calculator`` (``envs.math.env.CalculatorMode``)."""
 SOURCES = ("generated", "gsm8k", "math", "jsonl")
 """Values of ``source``."""
-LEVELS = ("1", "2", "3", "4")
+LEVELS = ("1", "2", "3", "4", "5")
 """Generator levels."""
 
 
@@ -22,4 +22,4 @@ def check_game_keys(env: str, calculator: str | None, source: str, levels: str) 
         raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
     parts = [x.strip() for x in levels.split(",")]
     if not all(x in LEVELS for x in parts):
-        raise ValueError(f"levels must be a comma-separated subset of 1,2,3,4, got {levels!r}")
+        raise ValueError(f"levels must be a comma-separated subset of 1,2,3,4,5, got {levels!r}")

@@ -118,7 +118,7 @@ def load_split(
     path: str | None = None,
     n: int = 1000,
     seed: int = 0,
-    levels: str = "1,2,3,4",
+    levels: str = "1,2,3,4,5",
 ) -> list[MathProblem]:
     """Problems of one split from ``source`` (``generated``, ``gsm8k``, ``math`` or ``jsonl``).
 
@@ -165,7 +165,7 @@ class MathDatasetBuilder(RLDatasetBuilder):
     """Local data file; ``{split}`` is replaced by ``train`` / ``test``."""
     test_path: str | None = None
     """Local test file when it does not follow ``path``'s ``{split}`` pattern."""
-    levels: str = "1,2,3,4"
+    levels: str = "1,2,3,4,5"
     """Generator difficulty levels (comma separated)."""
     n_train: int = 2000
     """Training problems (at most)."""

@@ -1,6 +1,6 @@
 """Math problems: a seeded procedural generator (the offline default) and GSM8K / MATH loaders.
 
-- :func:`generate_problems`: arithmetic and multi-step word problems at difficulty levels 1-4,
+- :func:`generate_problems`: arithmetic and multi-step word problems at difficulty levels 1-5,
   a pure function of ``(seed, split, index)``; train and test splits never share a question.
 - :func:`load_jsonl`, :func:`load_gsm8k`, :func:`load_math`: local ``.jsonl`` / ``.parquet``
   files (a malformed line is reported with its number), or the Hugging Face hub when no path
@@ -53,7 +53,7 @@ class MathProblem:
     source: str = "generated"
     """Where it comes from (``generated``, ``gsm8k``, ``math``, a file name)."""
     level: int = 0
-    """Difficulty level (generator: 1-4; MATH: 1-5; 0: unknown)."""
+    """Difficulty level (generator and MATH: 1-5; 0: unknown)."""
     uid: str = ""
     """A stable identifier."""
 
@@ -76,13 +76,21 @@ _ITEMS = (
 
 
 def _level1(rng: random.Random) -> tuple[str, int]:
+    a, b = rng.randint(1, 20), rng.randint(1, 20)
+    if rng.random() < 0.5:
+        return f"What is {a} + {b}?", a + b
+    a, b = max(a, b), min(a, b)
+    return f"What is {a} - {b}?", a - b
+
+
+def _level2(rng: random.Random) -> tuple[str, int]:
     a, b = rng.randint(2, 99), rng.randint(2, 99)
     op = rng.choice("+-*")
     value = {"+": a + b, "-": a - b, "*": a * b}[op]
     return f"What is {a} {op} {b}?", value
 
 
-def _level2(rng: random.Random) -> tuple[str, int]:
+def _level3(rng: random.Random) -> tuple[str, int]:
     kind = rng.randrange(3)
     if kind == 0:
         a, b, c = rng.randint(2, 30), rng.randint(2, 30), rng.randint(2, 12)
@@ -98,7 +106,7 @@ def _level2(rng: random.Random) -> tuple[str, int]:
     return f"{name} has {a} {many} and gives away {b} of them. How many {many} does {name} have left?", a - b
 
 
-def _level3(rng: random.Random) -> tuple[str, int]:
+def _level4(rng: random.Random) -> tuple[str, int]:
     kind = rng.randrange(3)
     name = rng.choice(_NAMES)
     one, many = rng.choice(_ITEMS)
@@ -126,7 +134,7 @@ def _level3(rng: random.Random) -> tuple[str, int]:
     )
 
 
-def _level4(rng: random.Random) -> tuple[str, int]:
+def _level5(rng: random.Random) -> tuple[str, int]:
     kind = rng.randrange(3)
     name, other = rng.sample(_NAMES, 2)
     _one, many = rng.choice(_ITEMS)
@@ -163,6 +171,7 @@ _LEVELS: dict[int, Callable[[random.Random], tuple[str, int]]] = {
     2: _level2,
     3: _level3,
     4: _level4,
+    5: _level5,
 }
 
 
@@ -178,15 +187,19 @@ def generate_problems(
     *,
     seed: int = 0,
     split: Split | str = Split.TRAIN,
-    levels: Iterable[int] = (1, 2, 3, 4),
+    levels: Iterable[int] = (1, 2, 3, 4, 5),
     n_test: int = 200,
 ) -> list[MathProblem]:
     """``n`` generated problems, deterministic in ``(seed, split, levels)``.
 
-    Levels: 1 one operation; 2 two operations or a one-step word problem; 3 multi-step word
-    problems; 4 percentages, ages and sharing. Levels cycle through ``levels`` in order. The
-    train split skips any question that appears in the first ``n_test`` test problems, so the
-    splits are disjoint.
+    Levels: 1 addition or subtraction within 20; 2 one operation on two-digit numbers; 3 two
+    operations or a one-step word problem; 4 multi-step word problems; 5 percentages, ages and
+    sharing. Levels cycle through ``levels`` in order, skipping repeated questions (level 1 has
+    only a few hundred). The train split skips any question that appears in the first ``n_test``
+    test problems, so the splits are disjoint.
+
+    Raises:
+        ValueError: bad levels, or fewer than ``n`` distinct questions exist at these levels.
     """
     split = Split(split)
     levels = tuple(levels)
@@ -202,12 +215,12 @@ def generate_problems(
     seen: set[str] = set()
     index = 0
     while len(out) < n:
+        if index > 50 * n + 1000:
+            raise ValueError(f"cannot generate {n} distinct problems at levels {list(levels)}")
         problem = _generated(seed, split, index, levels)
         index += 1
         if problem.question in exclude or problem.question in seen:
             continue
-        if index > 50 * n + 1000:
-            raise ValueError(f"cannot generate {n} distinct problems at levels {list(levels)}")
         seen.add(problem.question)
         out.append(problem)
     return out

@@ -58,7 +58,7 @@ class MathTrainConfig(training.Config):
     test_path: str | None = None
     """Local test file, when it does not follow ``path``'s pattern."""
     levels: str = "1,2"
-    """Generator difficulty levels (1-4, comma separated)."""
+    """Generator difficulty levels (1-5, comma separated)."""
     n_train: int = 2000
     """Training problems (at most)."""
     n_test: int = 32
