@@ -146,6 +146,7 @@ def test_two_step_run_writes_every_artifact(two_step_run: Path) -> None:
     assert png.startswith(b"\x89PNG") and len(png) > 5000
     html = (log / "transcripts" / "eval_step0002.html").read_text()
     assert html.count('class="ep"') == 4 and "turn 2" in html
+    assert (log / "transcripts" / "train_step0001.html").read_text().count('class="ep"') == 2
 
     records = [json.loads(line) for line in (log / "checkpoints.jsonl").read_text().splitlines()]
     assert [r["batch"] for r in records] == [1, 2]

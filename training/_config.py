@@ -114,7 +114,9 @@ class Config:
     """Held-out batches per evaluation (None: the whole held-out split); always the first ones,
     so every evaluation plays the same games."""
     transcripts_per_eval: int = 4
-    """Episodes written as HTML transcripts per evaluation (and for step 0 of training)."""
+    """Episodes written as HTML transcripts per evaluation (``transcripts/eval_stepNNNN.html``)."""
+    train_transcripts: int = 2
+    """Training episodes written per step (``transcripts/train_stepNNNN.html``; 0: none)."""
     win_metric: str = "win"
     """Env metric that marks a won episode (summed over turns, > 0); when an env never reports
     it, an episode with a positive total reward counts as won."""
@@ -139,6 +141,7 @@ class Config:
         _non_negative("max_steps_off_policy", self.max_steps_off_policy)
         _non_negative("grad_clip_norm", self.grad_clip_norm)
         _non_negative("transcripts_per_eval", self.transcripts_per_eval)
+        _non_negative("train_transcripts", self.train_transcripts)
         _non_negative("keep_last", self.keep_last)
         _non_negative("time_budget_minutes", self.time_budget_minutes)
         if self.eval_batches is not None and self.eval_batches < 1:

@@ -332,6 +332,14 @@ class _Run:
         metrics["time/wait_sample"] = wait_seconds
         metrics["tokens/per_second"] = metrics["tokens/sampled"] / batch.seconds if batch.seconds > 0 else 0.0
 
+        write_transcripts(
+            self.log_path / TRANSCRIPTS_DIR / f"train_step{step:04d}.html",
+            self.tokenizer,
+            batch.groups,
+            config.train_transcripts,
+            title=f"training episodes of step {step} (sampled after {batch.sampler_step} updates)",
+            win_metric=config.win_metric,
+        )
         groups: list[TrajectoryGroup] = batch.groups
         if config.remove_constant_reward_groups:
             groups = [g for g in groups if not _all_same(g.get_total_rewards())]
