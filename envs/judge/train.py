@@ -11,8 +11,9 @@ a 135M judge is a weak grader, so this run shows the machinery, not learning.
 
 Every key of :class:`training.Config` works (``max_steps=20``, ``backend=tinker``, ``log_path=...``)
 plus the keys below: ``kind=pairwise`` (group reward = win rate, ``pattern=both_orders|all_pairs|
-round_robin``), ``multi_turn=true`` (the persona tasks: a simulated user answers once, then the
-judge grades), ``judge=openai:<model> judge_base_url=http://host:8000/v1`` or
+round_robin``), ``multi_turn=true max_tokens=64`` (the persona tasks: a simulated user answers once, then
+the judge grades; a truncated turn ends the chat and is judged as it is, so give the policy
+room), ``judge=openai:<model> judge_base_url=http://host:8000/v1`` or
 ``judge=tinker:<model>`` for a real judge, ``judge_cache_path=runs/judge/cache.sqlite`` to
 persist verdicts. Artifacts go to ``log_path``; rerunning with the same ``log_path`` resumes.
 """
