@@ -369,3 +369,8 @@ def test_a_forked_child_gets_its_own_workers():
         assert correct and parent_pid not in child_pids
         assert anyio.run(g.grade, "x+2", "2+x").correct  # the parent's worker still works
         assert g._idle[0].proc.pid == parent_pid
+
+
+def test_extract_boxed_gives_up_on_many_unclosed_boxes():
+    assert extract_boxed("\\boxed{1} " + "\\boxed{" * 5000) is None  # bounded work, no answer
+    assert extract_boxed("\\boxed{1} " + "\\boxed{" * 3) == "1"

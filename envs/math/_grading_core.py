@@ -23,6 +23,7 @@ from fractions import Fraction
 # --- extraction ------------------------------------------------------------------------------
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
+_MAX_BOX_TRIES = 8
 
 
 def extract_boxed(text: str) -> str | None:
@@ -34,7 +35,9 @@ def extract_boxed(text: str) -> str | None:
     best: tuple[int, str] | None = None
     for command in _BOX_COMMANDS:
         start = text.rfind(command)
-        while start != -1:
+        tries = 0
+        while start != -1 and tries < _MAX_BOX_TRIES:  # bounded: linear time on any text
+            tries += 1
             found = _box_content(text, start + len(command))
             if found is not None:
                 if best is None or start > best[0]:
