@@ -134,3 +134,9 @@ def test_level_one_is_easy_and_finite():
     assert all(0 <= int(p.answer) <= 40 for p in problems)
     with pytest.raises(ValueError, match="cannot generate 2000 distinct problems"):
         generate_problems(2000, seed=0, levels=(1,))
+
+
+def test_load_split_returns_what_exists_at_easy_levels():
+    problems = load_split("generated", "train", n=2000, levels="1")
+    assert 100 < len(problems) < 2000
+    assert len({p.question for p in problems}) == len(problems)

@@ -123,13 +123,14 @@ def load_split(
     """Problems of one split from ``source`` (``generated``, ``gsm8k``, ``math`` or ``jsonl``).
 
     ``path`` is a local file (for ``jsonl`` a file per split: ``{split}`` in the path is
-    replaced by the split name). ``n`` caps the number of problems.
+    replaced by the split name). ``n`` caps the number of problems (the generator may have
+    fewer distinct ones at easy levels).
     """
     split = Split(split)
     file = path.replace("{split}", str(split)) if path else None
     if source == "generated":
         level_list = tuple(int(x) for x in levels.split(",") if x.strip())
-        return generate_problems(n, seed=seed, split=split, levels=level_list)
+        return generate_problems(n, seed=seed, split=split, levels=level_list, strict=False)
     if source == "gsm8k":
         return load_gsm8k(file, split=split, limit=n)
     if source == "math":
