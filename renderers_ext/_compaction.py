@@ -11,6 +11,7 @@ then trains as ceil(T / period) sequences.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import tinker
@@ -69,9 +70,21 @@ class CompactingRenderer(Renderer):
         """False: the extension property holds only inside a window (see :meth:`extends_at`)."""
         return False
 
-    def extends_at(self, turn: int) -> bool:
-        """Whether the prompt after ``turn`` completed assistant turns extends the previous one."""
-        return self._inner.has_extension_property and (turn == 0 or turn % self.period != 0)
+    def extends_at(self, turn: int, messages: Sequence[Message] | None = None) -> bool:
+        """Whether the prompt after ``turn`` completed assistant turns extends the previous one.
+
+        Without ``messages``: inside a window only. With the conversation after that turn,
+        a window start whose closing window has no thinking to strip extends too (compacting
+        it changes nothing, so there is no reason to re-render).
+        """
+        if not self._inner.has_extension_property:
+            return False
+        if turn == 0 or turn % self.period != 0:
+            return True
+        if messages is None:
+            return False
+        window = [m for m in messages if m["role"] == "assistant"][turn - self.period : turn]
+        return all(strip_thinking(m) == m for m in window)
 
     def compact(self, messages: list[Message], produced_from: int | None = None) -> list[Message]:
         """The history as this renderer shows it: thinking stripped before the current window.
@@ -143,8 +156,12 @@ class CompactingRenderer(Renderer):
         return self._inner.create_conversation_prefix_with_tools(tools, system_prompt)
 
 
-def extension_expected(renderer: Renderer, turn: int) -> bool:
-    """Whether the observation after ``turn`` completed turns should extend the previous one."""
+def extension_expected(renderer: Renderer, turn: int, messages: Sequence[Message] | None = None) -> bool:
+    """Whether the observation after ``turn`` completed turns should extend the previous one.
+
+    ``messages`` (the conversation after that turn, optional) lets a compacting renderer say
+    that a window start with nothing to strip extends too (see :meth:`CompactingRenderer.extends_at`).
+    """
     if isinstance(renderer, CompactingRenderer):
-        return renderer.extends_at(turn)
+        return renderer.extends_at(turn, messages)
     return renderer.has_extension_property

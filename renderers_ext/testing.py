@@ -55,6 +55,7 @@ __all__ = [
     "extension_reports",
     "memoized_encode",
     "messages",
+    "role_colon_conversations",
     "sampled_action",
     "stop_token_sequences",
     "texts",
@@ -449,3 +450,15 @@ def memoized_encode(tokenizer: Tokenizer, maxsize: int = 65536) -> Iterator[None
             tokenizer.encode = original  # type: ignore[method-assign]
         else:
             del tokenizer.encode  # back to the class method
+
+
+def role_colon_conversations(**kwargs: Any) -> st.SearchStrategy[list[Message]]:
+    """:func:`conversations` that ``role_colon`` can render and parse back.
+
+    String content only; the reply to an assistant message starts with a user message (the
+    stop string ``"\\n\\nUser:"`` announces it); text never contains the stop string nor
+    ``<|im_end|>`` (its EOS), so every assistant rendering parses cleanly. Keyword arguments
+    are passed on to :func:`conversations`.
+    """
+    kwargs.setdefault("text", texts(fragments=ROLE_COLON_SAFE_FRAGMENTS, forbid=("\n\nUser:", "<|im_end|>")))
+    return conversations(string_content=True, first_reply_roles=("user",), **kwargs)

@@ -351,6 +351,29 @@ def test_compacting_env_rerenders_exactly_at_window_starts() -> None:
     run(go())
 
 
+def test_compacting_env_keeps_sampled_tokens_when_a_window_has_nothing_to_strip() -> None:
+    """No thinking, period 1: every turn is a window start, yet nothing is re-rendered, so the
+    sampled tokens stay verbatim (here a non-canonical split of "hello", which a re-render
+    would re-tokenise)."""
+    renderer = CompactingRenderer(get_renderer("qwen3_instruct"), 1)
+    tok = renderer.tokenizer
+    odd = [*tok.encode("hel", add_special_tokens=False), *tok.encode("lo", add_special_tokens=False), IM_END]
+    assert odd != act("hello") and tok.decode(odd) == "hello<|im_end|>"
+    env = ScriptedEnv(renderer, [user("say hello")], [Reply([user(f"again {i}")]) for i in range(3)])
+
+    async def go():
+        prev = await start(env)
+        for _ in range(3):
+            r = await env.step(odd)
+            ob = r.next_observation.to_ints()
+            assert METRIC_RERENDER not in r.metrics
+            assert check_extension(prev, odd, ob, tok).ok
+            prev = ob
+        assert env.rerenders == 0
+
+    run(go())
+
+
 def test_env_with_model_input_chunks() -> None:
     env = ScriptedEnv(QWEN, [user("hi")], [Reply([user("next")])])
 

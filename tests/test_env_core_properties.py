@@ -42,11 +42,11 @@ from renderers_ext import (
 )
 from renderers_ext.testing import (
     ALPHABET,
-    ROLE_COLON_SAFE_FRAGMENTS,
     assistant_indices,
     conversations,
     describe_conversation,
     memoized_encode,
+    role_colon_conversations,
     sampled_action,
     texts,
     token_actions,
@@ -124,12 +124,7 @@ def renderer_for(name: str, period: int) -> Renderer:
 
 def strategy_for(name: str, **kwargs) -> st.SearchStrategy[list[Message]]:
     if name == "role_colon":
-        return conversations(
-            string_content=True,
-            first_reply_roles=("user",),
-            text=texts(fragments=ROLE_COLON_SAFE_FRAGMENTS),
-            **kwargs,
-        )
+        return role_colon_conversations(**kwargs)
     return conversations(thinking=False if name == "qwen3_instruct" else None, **kwargs)
 
 
@@ -150,6 +145,9 @@ def test_own_renderings_give_full_render_observations(name: str, period: int, da
     steps = asyncio.run(play(env, actions))
     note(describe_conversation(conversation))
     assert len(steps) == len(idxs)
+    literal_think = any(
+        isinstance(conversation[i]["content"], str) and "<think>" in conversation[i]["content"] for i in idxs
+    )
     for k, step in enumerate(steps[:-1], start=1):  # k = turns completed after this step
         assert not any(key.startswith(METRIC_FAULT_PREFIX) for key in step.result.metrics), (
             step.result.metrics
@@ -157,12 +155,15 @@ def test_own_renderings_give_full_render_observations(name: str, period: int, da
         ob = step.result.next_observation.to_ints()
         report = check_extension(step.ob, step.action, ob, TOK)
         expected = prompt_tokens(renderer, conversation[: idxs[k]])
-        claimed = extension_expected(renderer, k)
+        claimed = extension_expected(renderer, k, step.messages)
         assert (METRIC_RERENDER in step.result.metrics) != claimed
         if claimed:
             assert report.ok, str(report)
-            # render_continuation(new messages) agrees with build_generation_prompt(all).
-            assert ob == expected, str(check_extension(ob, [], expected, TOK))
+            # render_continuation(new messages) agrees with build_generation_prompt(all). (Not
+            # comparable when a scripted string holds a literal "<think>": the parsed message then
+            # differs from the script, e.g. compaction strips the script's inline block.)
+            if not literal_think:
+                assert ob == expected, str(check_extension(ob, [], expected, TOK))
         else:
             assert ob == prompt_tokens(renderer, step.messages)
     assert steps[-1].result.episode_done and "stop/completed" in steps[-1].result.metrics
@@ -215,7 +216,7 @@ def test_random_actions_extend_whenever_claimed(name: str, period: int, data: st
             break
         ob = step.result.next_observation.to_ints()
         faulty = any(key.startswith(METRIC_FAULT_PREFIX) for key in step.result.metrics)
-        if faulty or not extension_expected(renderer, k):
+        if faulty or not extension_expected(renderer, k, step.messages):
             assert step.result.metrics[METRIC_RERENDER] == 1.0
             assert ob == prompt_tokens(renderer, step.messages)
             continue

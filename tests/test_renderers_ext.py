@@ -27,13 +27,12 @@ from renderers_ext import (
     token_bytes,
 )
 from renderers_ext.testing import (
-    ROLE_COLON_SAFE_FRAGMENTS,
     assistant_indices,
     conversations,
     describe_conversation,
     memoized_encode,
+    role_colon_conversations,
     sampled_action,
-    texts,
 )
 
 PROPERTY = settings(max_examples=200, deadline=None)
@@ -166,9 +165,7 @@ def test_render_continuation_agrees_with_full_prompt(name: str, data: st.DataObj
     build_generation_prompt(whole conversation), for renderers with the extension property."""
     r = RENDERERS[name]
     if name == "role_colon":
-        strategy = conversations(
-            string_content=True, first_reply_roles=("user",), text=texts(fragments=ROLE_COLON_SAFE_FRAGMENTS)
-        )
+        strategy = role_colon_conversations()
     else:
         strategy = conversations(thinking=False if name == "qwen3_instruct" else None)
     conv = data.draw(strategy, label="conversation")

@@ -37,6 +37,7 @@ from renderers_ext.testing import (
     describe_conversation,
     extension_reports,
     memoized_encode,
+    role_colon_conversations,
     texts,
     turn_records,
     visible_thinking,
@@ -50,15 +51,9 @@ RENDERERS = {
 
 # role_colon cannot render structured content (so no thinking), and its stop string
 # "\n\nUser:" announces a user message: the reply to an assistant message starts with one.
-ROLE_COLON_CONVERSATIONS = conversations(
-    string_content=True,
-    first_reply_roles=("user",),
-    text=texts(fragments=ROLE_COLON_SAFE_FRAGMENTS),
-)
-ROLE_COLON_NO_THINK = conversations(
-    string_content=True,
-    first_reply_roles=("user",),
-    text=texts(fragments=ROLE_COLON_SAFE_FRAGMENTS, forbid=("<think>",)),
+ROLE_COLON_CONVERSATIONS = role_colon_conversations()
+ROLE_COLON_NO_THINK = role_colon_conversations(
+    text=texts(fragments=ROLE_COLON_SAFE_FRAGMENTS, forbid=("<think>", "\n\nUser:", "<|im_end|>"))
 )
 
 
@@ -182,6 +177,8 @@ def test_compaction_breaks_once_per_window_and_never_inside(
         assert rec.report is not None
         k = rec.turn
         assert extension_expected(renderer, k) == (k % period != 0)
+        if extension_expected(renderer, k, conversation[: rec.message_index]):  # nothing to strip
+            assert rec.report.ok, rec.describe(renderer.tokenizer)
         if k % period != 0:
             assert rec.report.ok, f"break inside a window (turn {k}, period {period}): {rec.describe()}"
             continue
