@@ -231,7 +231,7 @@ class ChatEnv(Env):
             return self._finish(action, reward, StopReason.MAX_TURNS, metrics, reply)
 
         self.messages.extend(reply.messages)
-        if fault is None and extension_expected(self.renderer, self.turn):
+        if fault is None and extension_expected(self.renderer, self.turn, self.messages):
             new = render_continuation(self.renderer, self.messages, start + 1)
             overlap = stop_overlap(action, new, stop=stop_token_sequences(self.renderer))
             self._tokens = self._tokens + action + new[overlap:]
