@@ -691,3 +691,27 @@ def test_samples_are_averaged_and_failed_samples_counted() -> None:
     assert (result.attempts, result.unparseable) == (1, 1) and judge.stats.peak_in_flight == 1
     with pytest.raises(ValueError, match="samples must be >= 1"):
         JudgeConfig("scripted:garbage", samples=0)
+
+
+def test_truncated_turn_can_continue_the_chat(renderer) -> None:
+    from envs.judge import OnTruncation
+
+    clear_judges()
+    task = JudgeTask("chat", TASK.messages, turns=2)
+    user = UserConfig(model=fast("scripted:reply:Go on."))
+    builder = RubricGroupBuilder(
+        task, RUBRIC, fast("scripted:score:4"), group_size=1, user=user, on_truncation=OnTruncation.CONTINUE
+    )
+
+    async def main():
+        (env,) = await builder.make_envs()
+        await env.initial_observation()
+        cut = renderer.tokenizer.encode("Paris is the capital and", add_special_tokens=False)
+        first = await env.step(cut, extra={"stop_reason": "length"})
+        second = await env.step(action(renderer, "It is on the Seine."))
+        return env, first, second
+
+    env, first, second = anyio.run(main)
+    assert not first.episode_done and first.metrics["turngym/rerender"] == 1.0
+    assert second.episode_done and second.reward == pytest.approx(0.4)
+    assert [m["role"] for m in env.final_transcript] == ["user", "assistant", "user", "assistant"]

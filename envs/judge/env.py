@@ -51,6 +51,16 @@ class JudgeEnvKind(StrEnum):
     """The group's transcripts compared in pairs (reward = win rate)."""
 
 
+class OnTruncation(StrEnum):
+    """What a judged chat does with a turn cut by ``max_tokens`` (under :data:`DEFAULT_FAULTS`)."""
+
+    JUDGE = "judge"
+    """The chat ends there and is judged as it is (keeps the token extension intact)."""
+    CONTINUE = "continue"
+    """The chat goes on (the simulated user answers); the next observation is re-rendered
+    (one extension break, ``turngym/rerender``). Useful for small policies that ramble."""
+
+
 @dataclass(frozen=True)
 class JudgeTask:
     """One prompt of a judge dataset."""
@@ -200,6 +210,7 @@ class JudgedChatEnv(ChatEnv):
         user: plays the user between turns (required when ``task.turns > 1``).
         limits: budgets (``max_turns`` defaults to, and must be at least, ``task.turns``).
         faults: fault policies (default :data:`DEFAULT_FAULTS`).
+        on_truncation: end and judge the chat on a truncated turn, or continue it.
     """
 
     def __init__(
@@ -210,6 +221,7 @@ class JudgedChatEnv(ChatEnv):
         user: SimulatedUser | None = None,
         limits: EnvLimits | None = None,
         faults: Mapping[Fault, FaultPolicy] | None = None,
+        on_truncation: OnTruncation = OnTruncation.JUDGE,
     ):
         limits = limits or EnvLimits(max_turns=task.turns)
         if limits.max_turns < task.turns:
@@ -221,6 +233,7 @@ class JudgedChatEnv(ChatEnv):
         super().__init__(renderer, limits=limits, faults=dict(DEFAULT_FAULTS if faults is None else faults))
         self.task = task
         self.user = user
+        self.on_truncation = OnTruncation(on_truncation)
         self.final_transcript: list[Message] | None = None
         """The whole chat once the episode finished normally (None after an ending fault)."""
 
@@ -256,8 +269,9 @@ class JudgedChatEnv(ChatEnv):
 
     async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
         """A fault whose policy keeps the episode going (default: truncation): the chat ends here
-        and is judged as it is (continuing would re-render the cut turn and break the extension)."""
-        if message is None:
+        and is judged as it is (continuing would re-render the cut turn and break the extension),
+        unless ``on_truncation`` is ``CONTINUE``."""
+        if message is None or (fault is Fault.TRUNCATED and self.on_truncation is OnTruncation.CONTINUE):
             return await super().on_fault(fault, message)
         transcript = [*self.messages, message]
         self.final_transcript = transcript
@@ -273,7 +287,7 @@ class RubricEnv(JudgedChatEnv):
     """A judged chat whose final reward is the rubric score given by the judge (normalised to [0, 1]).
 
     Args:
-        renderer, task, user, limits, faults: see :class:`JudgedChatEnv`.
+        renderer, task, user, limits, faults, on_truncation: see :class:`JudgedChatEnv`.
         rubric: the rubric the judge grades against.
         judge: the guarded judge.
     """
@@ -288,8 +302,9 @@ class RubricEnv(JudgedChatEnv):
         user: SimulatedUser | None = None,
         limits: EnvLimits | None = None,
         faults: Mapping[Fault, FaultPolicy] | None = None,
+        on_truncation: OnTruncation = OnTruncation.JUDGE,
     ):
-        super().__init__(renderer, task, user=user, limits=limits, faults=faults)
+        super().__init__(renderer, task, user=user, limits=limits, faults=faults, on_truncation=on_truncation)
         self.rubric = rubric
         self.judge = judge
 
@@ -339,6 +354,7 @@ class RubricGroupBuilder(EnvGroupBuilder):
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
+    on_truncation: OnTruncation = OnTruncation.JUDGE
 
     async def make_envs(self) -> Sequence[RubricEnv]:
         renderer = _renderer(self.renderer_name, self.model_name)
@@ -352,6 +368,7 @@ class RubricGroupBuilder(EnvGroupBuilder):
                 user=_simulated_user(self.user, self.task),
                 limits=self.limits,
                 faults=self.faults,
+                on_truncation=self.on_truncation,
             )
             for _ in range(self.group_size)
         ]
@@ -385,6 +402,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
+    on_truncation: OnTruncation = OnTruncation.JUDGE
     concurrent: bool = True
 
     def __post_init__(self) -> None:
@@ -401,6 +419,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
                 user=_simulated_user(self.user, self.task),
                 limits=self.limits,
                 faults=self.faults,
+                on_truncation=self.on_truncation,
             )
             for _ in range(self.group_size)
         ]
@@ -479,6 +498,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
     n_test: int = 0
     epochs: int = 1
     multi_turn: bool = True
+    on_truncation: OnTruncation = OnTruncation.JUDGE
     seed: int = 0
 
     def tasks(self) -> list[JudgeTask]:
@@ -511,6 +531,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
                 renderer_name=self.renderer_name,
                 model_name=self.model_name,
                 user=user,
+                on_truncation=self.on_truncation,
             )
         return RubricGroupBuilder(
             task=task,
@@ -520,6 +541,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
             renderer_name=self.renderer_name,
             model_name=self.model_name,
             user=user,
+            on_truncation=self.on_truncation,
         )
 
     async def __call__(self) -> tuple[JudgeDataset, JudgeDataset | None]:

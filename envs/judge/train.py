@@ -11,9 +11,9 @@ a 135M judge is a weak grader, so this run shows the machinery, not learning.
 
 Every key of :class:`training.Config` works (``max_steps=20``, ``backend=tinker``, ``log_path=...``)
 plus the keys below: ``kind=pairwise`` (group reward = win rate, ``pattern=both_orders|all_pairs|
-round_robin``), ``multi_turn=true max_tokens=64`` (the persona tasks: a simulated user answers once, then
-the judge grades; a truncated turn ends the chat and is judged as it is, so give the policy
-room), ``judge=openai:<model> judge_base_url=http://host:8000/v1`` or
+round_robin``), ``multi_turn=true`` (the persona tasks: a simulated user answers once, then the judge
+grades; a truncated turn ends the chat and is judged as it is, unless ``on_truncation=continue``:
+the 135M policy rambles past ``max_tokens``, so try ``multi_turn=true on_truncation=continue``), ``judge=openai:<model> judge_base_url=http://host:8000/v1`` or
 ``judge=tinker:<model>`` for a real judge, ``judge_cache_path=runs/judge/cache.sqlite`` to
 persist verdicts. Artifacts go to ``log_path``; rerunning with the same ``log_path`` resumes.
 """
@@ -67,6 +67,8 @@ class JudgeTrainConfig(training.Config):
     """Pairwise tournament: ``both_orders``, ``all_pairs`` or ``round_robin``."""
     rounds: int = 1
     """Neighbours each answer meets under ``round_robin``."""
+    on_truncation: str = "judge"
+    """A turn cut by ``max_tokens``: ``judge`` (the chat ends and is judged) or ``continue``."""
 
     # --- the judge ------------------------------------------------------------------------
     judge: str = f"local:{SMOLLM2}"
@@ -105,6 +107,8 @@ class JudgeTrainConfig(training.Config):
             raise ValueError(f"kind must be 'rubric' or 'pairwise', got {self.kind!r}")
         if self.pattern not in ("both_orders", "all_pairs", "round_robin"):
             raise ValueError(f"pattern must be both_orders, all_pairs or round_robin, got {self.pattern!r}")
+        if self.on_truncation not in ("judge", "continue"):
+            raise ValueError(f"on_truncation must be 'judge' or 'continue', got {self.on_truncation!r}")
         if self.batch_size < 1 or self.group_size < 1:
             raise ValueError(
                 f"batch_size and group_size must be >= 1, got {self.batch_size}, {self.group_size}"
@@ -119,6 +123,7 @@ class JudgeTrainConfig(training.Config):
             JudgeConfig,
             JudgeDatasetBuilder,
             JudgeEnvKind,
+            OnTruncation,
             TournamentPattern,
             UserConfig,
         )
@@ -161,6 +166,7 @@ class JudgeTrainConfig(training.Config):
             n_test=self.n_test,
             epochs=self.epochs,
             multi_turn=self.multi_turn,
+            on_truncation=OnTruncation(self.on_truncation),
             seed=self.seed,
         )
 
