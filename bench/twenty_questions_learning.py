@@ -10,7 +10,7 @@ candidates. Protocol (budget 45 minutes on 2 free cores, from the untrained mode
    question that splits the remaining candidates most evenly, then guesses) on *training* words,
    with candidate lists drawn from a different seed than the RL batches;
 3. **RL** with the shared loop (:mod:`training`) until ``max_steps`` or the time budget;
-   shaping: a wrong guess costs ``wrong_guess_reward`` (default -0.05), so guessing blindly is
+   shaping: a wrong guess costs ``wrong_guess_reward`` (default -0.1), so guessing blindly is
    slightly worse than asking; no curriculum;
 4. **after**: the same held-out games (same words, candidate lists and seeds) as in step 1.
 
@@ -36,7 +36,7 @@ from typing import Any
 BENCH_DEFAULTS = {
     "candidates": "8",
     "max_questions": "4",
-    "wrong_guess_reward": "-0.05",
+    "wrong_guess_reward": "-0.1",
     "learning_rate": "5e-4",
     "batch_size": "4",
     "group_size": "8",
