@@ -270,3 +270,19 @@ def test_supervised_example_is_prompt_plus_action_under_compaction(period: int, 
     tokens = model_input.to_ints()
     assert tokens == prompt + action, str(check_extension(prompt, action, tokens, TOK))
     assert [float(w) for w in weights] == [0.0] * len(prompt) + [1.0] * len(action)
+
+
+def test_compacting_renderer_delegates_the_rest_of_the_interface() -> None:
+    base = RENDERERS["qwen3"]
+    renderer = CompactingRenderer(base, 2)
+    tools = [
+        {"name": "add", "description": "Add two numbers", "parameters": {"type": "object", "properties": {}}}
+    ]
+    assert renderer.create_conversation_prefix_with_tools(
+        tools, "sys"
+    ) == base.create_conversation_prefix_with_tools(tools, "sys")
+    assert renderer.supports_streaming == base.supports_streaming
+    action = TOK.encode("<think>\nhm\n</think>\n\nok<|im_end|>", add_special_tokens=False)
+    assert renderer.parse_response(action) == base.parse_response(action)
+    if base.supports_streaming:
+        assert list(renderer.parse_response_streaming(action))  # does not raise, yields deltas
