@@ -18,14 +18,17 @@ from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
 
 from envs import ChatEnv, EnvLimits, Reply
-from renderers_ext import get_renderer
+from renderers_ext import CompactingRenderer, get_renderer
 
 
 class EchoEnv(ChatEnv):
     """A correct multi-turn ChatEnv: the user echoes the reply; ``stop`` ends it with reward 1."""
 
-    def __init__(self, max_turns: int = 4):
-        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=max_turns))
+    def __init__(self, max_turns: int = 4, renderer_name: str = "qwen3_instruct", compaction_period: int = 0):
+        renderer = get_renderer(renderer_name)
+        if compaction_period:
+            renderer = CompactingRenderer(renderer, compaction_period)
+        super().__init__(renderer, limits=EnvLimits(max_turns=max_turns))
 
     def initial_messages(self) -> list[Message]:
         return [{"role": "user", "content": "Say anything; say 'stop' to finish."}]
@@ -43,9 +46,11 @@ class EchoGroup(EnvGroupBuilder):
 
     size: int = 2
     max_turns: int = 4
+    renderer_name: str = "qwen3_instruct"
+    compaction_period: int = 0
 
     async def make_envs(self) -> Sequence[Env]:
-        return [EchoEnv(self.max_turns) for _ in range(self.size)]
+        return [EchoEnv(self.max_turns, self.renderer_name, self.compaction_period) for _ in range(self.size)]
 
 
 # --- a raising step ----------------------------------------------------------------------

@@ -60,6 +60,23 @@ def test_reference_env_passes_every_check() -> None:
     assert [r.check for r in report.results] == list(CheckName)
 
 
+@pytest.mark.parametrize(
+    ("renderer_name", "period", "claims"),
+    [
+        ("qwen3_instruct", 0, True),
+        ("turngym/qwen3_preserve_thinking", 0, True),
+        ("role_colon", 0, True),
+        ("qwen3", 2, True),  # compaction: extends inside each window, checked there only
+        ("qwen3", 0, False),  # strips thinking every turn: claims nothing, so nothing is checked
+    ],
+)
+def test_extension_check_follows_the_renderers_claim(renderer_name: str, period: int, claims: bool) -> None:
+    builder = broken.EchoGroup(size=1, max_turns=6, renderer_name=renderer_name, compaction_period=period)
+    report = check_conformance(builder, FAST)
+    assert report.ok, str(report)
+    assert report[CheckName.EXTENSION].outcome == (Outcome.PASS if claims else Outcome.SKIP)
+
+
 # --- precise failures --------------------------------------------------------------------
 BROKEN = [
     (broken.RaisingGroup(), CheckName.NO_RAISE, ["IndexError", "broken_envs.py", "action [] (empty)"]),

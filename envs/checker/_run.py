@@ -477,7 +477,11 @@ class ConformanceRun:
                 self.stop_reasons[reason] += 1
                 break
             next_tokens = list(result.next_observation.to_ints())
-            if check_extension_property and renderer is not None and extension_expected(renderer, steps):
+            messages = getattr(env, "messages", None)  # a ChatEnv's conversation refines compaction
+            claimed = renderer is not None and extension_expected(
+                renderer, steps, messages if isinstance(messages, list) else None
+            )
+            if check_extension_property and claimed:
                 report = check_extension(obs_tokens, action, next_tokens, tokenizer)
                 self.extension_turns += 1
                 if not report.ok:
