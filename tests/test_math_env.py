@@ -285,3 +285,18 @@ def test_fewshot_example_precedes_the_question(renderer, fewshot):
     assert roles == (["user", "assistant", "user"] if fewshot else ["user"])
     if fewshot:
         assert "\\boxed{12}" in messages[1]["content"]
+
+
+def test_cookbook_group_rollout_on_a_pickled_group_builder(renderer):
+    """The cookbook's own group rollout runs our builder (after a pickle round trip)."""
+    from tinker_cookbook.rl.rollouts import do_group_rollout
+
+    builder = pickle.loads(
+        pickle.dumps(MathGroupBuilder(PROBLEM, MathEnvConfig.preset("feedback"), group_size=2))
+    )
+    replies = ["\\boxed{144}", "\\boxed{143}", "\\boxed{144}"]  # env 1 right at once; env 2 on its 2nd try
+    policy = ScriptedTokenCompleter(replies, renderer.tokenizer, stop_token=renderer.get_stop_sequences()[0])
+    group = anyio.run(do_group_rollout, builder, policy)
+    totals = sorted(sum(t.reward for t in traj.transitions) for traj in group.trajectories_G)
+    assert totals == pytest.approx([0.5, 1.0])
+    assert all(len(trajectory_to_data(traj, 1.0)) == 1 for traj in group.trajectories_G)
