@@ -1,5 +1,5 @@
 # Both targets do all set-up first (idempotent): see scripts/setup.sh.
-.PHONY: setup train test lint bench
+.PHONY: setup train test lint
 
 setup:
 	bash scripts/setup.sh
@@ -7,8 +7,8 @@ setup:
 train: setup
 	HF_HUB_OFFLINE=1 .venv/bin/python -m envs.twenty_questions.train $(ARGS)
 
-test: setup
-	HF_HUB_OFFLINE=1 .venv/bin/python -m pytest $(PYTEST_ARGS)
+test:
+	bash scripts/test.sh $(PYTEST_ARGS)
 
 lint: setup
-	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/pyright
+	.venv/bin/ruff check . && .venv/bin/pyright

@@ -23,4 +23,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 # One-time GGUF -> safetensors conversion into the user cache (skipped when already done).
-HF_HUB_OFFLINE=1 "$VENV/bin/python" -m backend.model convert
+HF_HUB_OFFLINE=1 "$VENV/bin/python" -c "import sys; from backend.model import main; sys.exit(main(['convert']))"
