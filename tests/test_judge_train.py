@@ -17,6 +17,7 @@ def test_defaults_use_the_embedded_model_as_policy_and_judge() -> None:
     assert config.judge == "local:HuggingFaceTB/SmolLM2-135M-Instruct"
     builder = config.dataset_builder()
     assert builder.kind is JudgeEnvKind.RUBRIC and builder.judge.max_tokens == config.judge_max_tokens
+    assert builder.judge.reply_prefix == "Score: " and builder.judge.samples == 4
     train, test = anyio.run(builder)
     assert test is not None and len(test.get_batch(0)) == config.n_test
     group = train.get_batch(0)[0]
@@ -42,6 +43,7 @@ def test_pairwise_multi_turn_keys() -> None:
     )
     multi = [g for g in groups if isinstance(g, PairwiseGroupBuilder) and g.task.turns > 1]
     assert multi and all(g.user is not None and g.user.model.completer == "scripted:reply:ok" for g in multi)
+    assert builder.judge.reply_prefix == "Preferred: "
 
 
 @pytest.mark.parametrize(

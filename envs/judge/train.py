@@ -4,7 +4,7 @@ With no arguments: the rubric-judge env on the local backend, offline, with the 
 SmolLM2-135M as both policy and judge. The shipped prompt set (``envs/judge/data/prompts.jsonl``,
 single-turn questions) and rubrics (``rubrics.json``: correct x2, concise, clear; scores 0-10);
 4 prompts held out. Sized for 2 CPU cores: 2 prompts x 4 answers per step, 24 tokens per answer,
-the judge's reply is prefilled with ``Score: `` and it writes at most 3 more tokens, 4 samples
+the judge's reply is prefilled with ``Score: `` (``Preferred: `` for pairwise) and it writes at most 3 more tokens, 4 samples
 at temperature 1 averaged (a 135M judge's greedy verdict is nearly always ``10``), within 300 s
 (2 attempts, then reward 0, counted under ``judge/fallback``), 3 steps, evaluation before training and at the end. Expect a few minutes;
 a 135M judge is a weak grader, so this run shows the machinery, not learning.
@@ -75,9 +75,9 @@ class JudgeTrainConfig(training.Config):
     """Judge spec: ``local:<model>``, ``tinker:<model>``, ``openai:<model>``, ``scripted:score:7``..."""
     judge_max_tokens: int = 3
     """Tokens of a judge reply (after the prefix)."""
-    judge_reply_prefix: str = "Score: "
+    judge_reply_prefix: str | None = None
     """``local``/``tinker`` judges: the reply is prefilled with this, so a small judge only writes
-    the number (empty: no prefill)."""
+    the verdict (None: ``"Score: "`` for ``rubric``, ``"Preferred: "`` for ``pairwise``; empty: no prefill)."""
     judge_temperature: float = 1.0
     """Judge sampling temperature."""
     judge_samples: int = 4
@@ -116,6 +116,12 @@ class JudgeTrainConfig(training.Config):
         if self.kind == "pairwise" and self.group_size < 2:
             raise ValueError(f"pairwise needs group_size >= 2, got {self.group_size}")
 
+    def reply_prefix(self) -> str:
+        """The judge's reply prefill for :attr:`kind`."""
+        if self.judge_reply_prefix is not None:
+            return self.judge_reply_prefix
+        return "Preferred: " if self.kind == "pairwise" else "Score: "
+
     def dataset_builder(self) -> JudgeDatasetBuilder:
         """Train and held-out splits of the judge env."""
         from envs.judge import (
@@ -139,7 +145,7 @@ class JudgeTrainConfig(training.Config):
             temperature=self.judge_temperature,
             base_url=self.judge_base_url,
             api_key_env=self.judge_api_key_env,
-            reply_prefix=self.judge_reply_prefix,
+            reply_prefix=self.reply_prefix(),
             samples=self.judge_samples,
         )
         user = UserConfig(
