@@ -72,6 +72,24 @@ def test_gymnasium_check_env_passes(env_id: str) -> None:
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
+def test_gymnasium_check_env_passes_on_the_text_view(env_id: str) -> None:
+    env = TextEnv(gym.make(env_id))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_env(env, skip_render_check=True)
+        messages = [
+            str(w.message)
+            for w in caught
+            if not issubclass(w.category, DeprecationWarning)
+            and "different from the unwrapped" not in str(w.message)
+        ]
+        assert not messages, messages
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_registered_env_plays_an_episode_to_its_end(env_id: str) -> None:
     env = gym.make(env_id)
     inner = env.unwrapped
@@ -192,6 +210,16 @@ def test_every_source_shape_plays(source: object) -> None:
         assert obs_a == obs_b and len(obs_a) > 0
         _, _, terminated, _, _ = env.step(_say(env, "stop"))
         assert terminated
+    finally:
+        env.close()
+
+
+def test_an_env_instance_is_single_use() -> None:
+    env = TokenEnv(EchoEnv())
+    try:
+        env.reset(seed=0)
+        with pytest.raises(RuntimeError, match="single-use"):
+            env.reset(seed=0)
     finally:
         env.close()
 

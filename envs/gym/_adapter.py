@@ -44,8 +44,9 @@ from tinker_cookbook.rl.types import (
 )
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
-EnvSource: TypeAlias = EnvGroupBuilder | RLDataset | Callable[..., Any]
-"""What :class:`TokenEnv` and the conformance checker accept: a builder, a dataset or a factory."""
+EnvSource: TypeAlias = EnvGroupBuilder | RLDataset | Env | Callable[..., Any]
+"""What :class:`TokenEnv` and the conformance checker accept: a builder, a dataset, a factory
+(or, for one episode, a single ``Env``)."""
 
 TokenObs: TypeAlias = tuple[int, ...]
 """A token-level observation or action: a tuple of token ids."""
@@ -214,6 +215,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self._portal: BlockingPortal | None = None
         self._finalizer: weakref.finalize | None = None
         self._made: EnvGroupBuilder | Env | None = None
+        self._env_used = False
         self.env: Env | None = None
         """The cookbook env of the current episode."""
         self.tokenizer: Tokenizer = tokenizer or find_tokenizer(source) or self._probe_tokenizer()
@@ -291,6 +293,12 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
 
     async def _start(self, episode_seed: int, index: int) -> Any:
         await self._cleanup()
+        if isinstance(self.source, Env):
+            if self._env_used:
+                raise RuntimeError(
+                    "an Env instance is single-use: pass a factory or a builder to reset again"
+                )
+            self._env_used = True
         made = await resolve_builder(self.source, episode_seed)
         envs = await make_env_group(made)
         if not 0 <= index < len(envs):

@@ -37,6 +37,9 @@ class EnvEntry:
     """The module that must exist for the id to be registered."""
     description: str
     """One line about the env."""
+    nondeterministic: bool = False
+    """Same seed and actions may give different ``info`` (e.g. judge latency and cache hits);
+    gymnasium's ``check_env`` then skips its step-determinism check."""
 
 
 ENTRIES: tuple[EnvEntry, ...] = (
@@ -69,6 +72,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         "envs.gym._registry:judge_source",
         "envs.judge",
         "rubric-judged chat tasks; a scripted judge by default (offline)",
+        nondeterministic=True,  # step metrics carry judge/latency_s and judge/cache_hit
     ),
     EnvEntry(
         "turngym/CookbookTwentyQuestions-v0",
@@ -97,7 +101,10 @@ def register_envs() -> list[str]:
             if not _present(entry.requires):
                 continue
             gym.register(
-                id=entry.id, entry_point="envs.gym._registry:make_env", kwargs={"source": entry.source}
+                id=entry.id,
+                entry_point="envs.gym._registry:make_env",
+                nondeterministic=entry.nondeterministic,
+                kwargs={"source": entry.source},
             )
         if entry.id not in ENV_IDS:
             ENV_IDS.append(entry.id)

@@ -64,7 +64,7 @@ class UnicodeText(spaces.Space[str]):
         )
 
 
-class TextEnv(gym.Wrapper[str, str, Any, Any]):
+class TextEnv(gym.Wrapper[str, str, Any, Any], gym.utils.RecordConstructorArgs):
     """Strings in, strings out, over a token-level :class:`TokenEnv`.
 
     - Observation: the decoded observation (the conversation so far, with the chat template).
@@ -78,7 +78,8 @@ class TextEnv(gym.Wrapper[str, str, Any, Any]):
     """
 
     def __init__(self, env: gym.Env[TokenObs, TokenObs], max_length: int = 1_000_000):
-        super().__init__(cast(Any, env))
+        gym.utils.RecordConstructorArgs.__init__(self, max_length=max_length)  # so env.spec can remake it
+        gym.Wrapper.__init__(self, cast(Any, env))
         if not isinstance(env.unwrapped, TokenEnv):
             raise TypeError(f"TextEnv wraps a TokenEnv, got {type(env.unwrapped).__name__}")
         self.observation_space = UnicodeText(max_length)
