@@ -33,7 +33,8 @@ RESPONSE_B_TAG = "response_B"
 """Tag around the second response in a comparison prompt."""
 
 _PREFERRED_RE = re.compile(
-    r"(?:preferred|winner|better(?:\s+response)?|answer|verdict)\s*[:=]\s*\**\s*\[*\s*(A|B|tie)\b",
+    r"(?:preferred|winner|better(?:\s+response)?|answer|verdict)\s*[:=]\s*[\*\[\(\"']*\s*"
+    r"(?:response[\s_]*|answer\s*|option\s*)?(A|B|tie)\b",
     re.IGNORECASE,
 )
 _BRACKET_RE = re.compile(r"\[\[\s*(A|B|tie)\s*\]\]", re.IGNORECASE)
@@ -74,7 +75,8 @@ def tournament_pairs(n: int, pattern: TournamentPattern | str, rounds: int = 1) 
 def parse_preference(text: str) -> float | None:
     """The probability that B is better from a judge reply: 0.0 (A), 1.0 (B), 0.5 (tie); None if absent.
 
-    Accepted (the last statement wins): ``Preferred: A``, ``Winner: B``, ``[[A]]``, ``{"preferred": "B"}``,
+    Accepted (the last statement wins): ``Preferred: A``, ``Preferred: Response B``, ``Winner: (A)``,
+    ``[[A]]``, ``{"preferred": "B"}``,
     and a reply that is only ``A``, ``B`` or ``tie``.
     """
     values = {"a": 0.0, "b": 1.0, "tie": 0.5}
