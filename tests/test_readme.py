@@ -50,3 +50,28 @@ def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:
         return out
 
     assert anyio.run(play) == [(-0.1, False), (0.0, False), (1.0, True)]
+
+
+def test_conformance_example_passes(example: types.ModuleType) -> None:
+    namespace = dict(example.__dict__)
+    exec(compile(_block("example:conform"), str(README), "exec"), namespace)
+    namespace["test_guess_number_conforms"]()
+
+
+def test_train_example_runs_one_step(example: types.ModuleType, tmp_path: Path) -> None:
+    import json
+
+    from backend.model import TINY
+
+    namespace = dict(example.__dict__)
+    exec(compile(_block("example:train"), str(README), "exec"), namespace)
+    config_cls = namespace["GuessNumberConfig"]
+    config = config_cls(
+        model_name=TINY, backend="local", max_steps=1, log_path=str(tmp_path), eval_every=0, progress=False
+    )
+    import training
+
+    training.train(config)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0]
+    assert (tmp_path / "config.json").is_file()
