@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 from decimal import Decimal
@@ -247,6 +248,9 @@ def symbolic_equal(answer: str, reference: str) -> bool:
 # --- worker main loop ------------------------------------------------------------------------
 
 
+_WARMUP = (("x+1", "1+x"), ("\\frac{\\sqrt{2}}{2}", "\\sqrt{0.5}"), ("\\{1,2\\}", "(1, 2]"), ("\\pi", "3.14"))
+
+
 class _SoftTimeout(BaseException):
     """Raised by the worker's alarm; a BaseException so library code cannot swallow it."""
 
@@ -255,7 +259,7 @@ def _on_alarm(signum, frame):
     raise _SoftTimeout
 
 
-def serve(memory_mb: int) -> None:
+def serve(memory_mb: int, nice: int = 0) -> None:
     """Worker loop: one JSON request per stdin line, one JSON reply per stdout line; EOF exits.
 
     Request ``{"i": id, "a": answer, "r": reference, "t": soft_timeout_s}``; reply
@@ -266,13 +270,19 @@ def serve(memory_mb: int) -> None:
     import resource
     import signal
 
+    if nice > 0:
+        with contextlib.suppress(OSError):
+            os.nice(nice)  # the parent's event loop (and the trainer) come first
     if memory_mb > 0:
         limit = memory_mb * 1024 * 1024
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     logging.disable(logging.WARNING)
-    import math_verify  # noqa: F401  (warm the imports before saying ready)
-    import sympy  # noqa: F401
+    # Warm up before saying ready: the first LaTeX parse builds the parser (~1 s), which would
+    # otherwise eat into the first real check's timeout.
+    for answer, reference in _WARMUP:
+        with contextlib.suppress(Exception):
+            symbolic_equal(answer, reference)
 
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -303,4 +313,4 @@ def serve(memory_mb: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0, int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -98,6 +98,8 @@ class GraderConfig:
     """Address-space cap of each worker (0: none), so a runaway expression fails fast."""
     boot_timeout_s: float = 120.0
     """How long to wait for a (re)started worker's imports before giving up on it."""
+    worker_nice: int = 10
+    """Niceness added to the workers, so the event loop's process is scheduled first (0: none)."""
     soft_timeout_fraction: float = 0.8
     """The worker interrupts its own check after this fraction of ``timeout_s`` where Python code
     can be interrupted (saving a restart); 0 disables it, leaving only the hard kill."""
@@ -138,9 +140,9 @@ class _WorkerGone(Exception):
 class _Worker:
     """One worker subprocess and its stdout buffer."""
 
-    def __init__(self, memory_mb: int):
+    def __init__(self, memory_mb: int, nice: int):
         self.proc = subprocess.Popen(
-            [sys.executable, _WORKER_SCRIPT, str(memory_mb)],
+            [sys.executable, _WORKER_SCRIPT, str(memory_mb), str(nice)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -245,7 +247,9 @@ class Grader:
                     return self
                 self._spawning += 1
             try:
-                worker = _Worker(self.config.worker_memory_mb)  # outside the lock: fork + exec
+                worker = _Worker(
+                    self.config.worker_memory_mb, self.config.worker_nice
+                )  # outside the lock: fork + exec
             finally:
                 with self._lock:
                     self._spawning -= 1
@@ -385,7 +389,7 @@ class Grader:
                     self._busy += 1
             if spawn:
                 try:
-                    return _Worker(self.config.worker_memory_mb)
+                    return _Worker(self.config.worker_memory_mb, self.config.worker_nice)
                 except BaseException:
                     with self._lock:
                         self._busy -= 1
