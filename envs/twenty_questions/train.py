@@ -5,8 +5,11 @@ With no arguments: the easy setting on the local backend with the embedded SmolL
 LoRA rank 16 on every linear layer, lr 1e-3 (AdamW, grad clip 1.0), 4 words x 8 games per step
 at temperature 1, 16 tokens per turn, constant-reward groups skipped, 20 steps. Held-out
 evaluation (64 games: 16 held-out words x 4, the same games every time) before training, after
-step 10 and at the end. From an untrained start this reaches a held-out win rate of about 0.8
-or more in about 15 minutes on 2 free cores.
+step 10 and at the end. Measured (these defaults, untrained start): held-out win rate 0/64
+before, 64/64 after 10 steps and after 20; training win rate 0.03 -> 0.63 (step 6) -> 0.81
+(step 7) -> ~0.9-1.0. That run took 40 min on 2 cores shared with other jobs (load average
+12-16: 34 min of steps, 17 sampling + 17 training, 4 min of evaluation); on 2 free cores expect
+about 15 min.
 
 Rewards: 1 for the right guess; a truncated or unparseable turn ends the game with -0.1
 (``fault_penalty``); a turn that is neither a question nor a guess costs nothing by default
