@@ -13,60 +13,67 @@
 - Scripted judges for tests: :mod:`envs.judge.scripted`.
 """
 
-from envs.judge.env import (
-    DATA_DIR,
-    DEFAULT_FAULTS,
-    JudgeDataset,
-    JudgeDatasetBuilder,
-    JudgedChatEnv,
-    JudgeEnvKind,
-    JudgeTask,
-    OnTruncation,
-    PairwiseEnv,
-    PairwiseGroupBuilder,
-    RubricEnv,
-    RubricGroupBuilder,
-    SimulatedUser,
-    UserConfig,
-    load_tasks,
-    rubric_criteria_text,
-)
-from envs.judge.judge import (
-    METRIC_PREFIX,
-    Judge,
-    JudgeCache,
-    JudgeConfig,
-    JudgeResult,
-    JudgeStats,
-    JudgeStatus,
-    PrefilledSamplingCompleter,
-    cache_key,
-    clear_judges,
-    get_judge,
-    make_completer,
-    register_completer,
-    sum_metrics,
-)
-from envs.judge.pairwise import (
-    Comparison,
-    TournamentPattern,
-    TournamentResult,
-    comparison_prompt,
-    parse_preference,
-    run_tournament,
-    tournament_pairs,
-    win_rates,
-)
-from envs.judge.rubric import (
-    Criterion,
-    GradingMode,
-    Rubric,
-    RubricGrade,
-    format_transcript,
-    grade,
-    load_rubrics,
-    parse_score,
-)
+from typing import TYPE_CHECKING
+
+from envs._lazy import attach
+
+if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
+    from envs.judge.env import (
+        DATA_DIR,
+        DEFAULT_FAULTS,
+        JudgeDataset,
+        JudgeDatasetBuilder,
+        JudgedChatEnv,
+        JudgeEnvKind,
+        JudgeTask,
+        OnTruncation,
+        PairwiseEnv,
+        PairwiseGroupBuilder,
+        RubricEnv,
+        RubricGroupBuilder,
+        SimulatedUser,
+        UserConfig,
+        load_tasks,
+        rubric_criteria_text,
+    )
+    from envs.judge.judge import (
+        METRIC_PREFIX,
+        Judge,
+        JudgeCache,
+        JudgeConfig,
+        JudgeResult,
+        JudgeStats,
+        JudgeStatus,
+        PrefilledSamplingCompleter,
+        cache_key,
+        clear_judges,
+        get_judge,
+        make_completer,
+        register_completer,
+        sum_metrics,
+    )
+    from envs.judge.pairwise import (
+        Comparison,
+        TournamentPattern,
+        TournamentResult,
+        comparison_prompt,
+        parse_preference,
+        run_tournament,
+        tournament_pairs,
+        win_rates,
+    )
+    from envs.judge.rubric import (
+        Criterion,
+        GradingMode,
+        Rubric,
+        RubricGrade,
+        format_transcript,
+        grade,
+        load_rubrics,
+        parse_score,
+    )
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "DATA_DIR",

@@ -13,39 +13,46 @@
 - Entry points: ``python -m envs.math.train`` and ``python -m envs.math.eval``.
 """
 
-from envs.math.builders import MathDatasetBuilder, MathGroupBuilder, MathRLDataset, load_split
-from envs.math.calculator import CalculatorError, CalculatorLimits, evaluate
-from envs.math.data import (
-    DatasetFormatError,
-    MathProblem,
-    Split,
-    extract_gsm8k_answer,
-    generate_problems,
-    load_gsm8k,
-    load_jsonl,
-    load_math,
-)
-from envs.math.env import (
-    CALCULATOR_TOOL,
-    METRIC_ATTEMPTS,
-    METRIC_CORRECT,
-    METRIC_FORMAT,
-    CalculatorMode,
-    EnvPreset,
-    MathEnv,
-    MathEnvConfig,
-    supports_tools,
-)
-from envs.math.grading import (
-    Grader,
-    GraderConfig,
-    GradeResult,
-    GraderStats,
-    GradeStatus,
-    default_grader,
-    extract_boxed,
-    normalize_answer,
-)
+from typing import TYPE_CHECKING
+
+from envs._lazy import attach
+
+if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
+    from envs.math.builders import MathDatasetBuilder, MathGroupBuilder, MathRLDataset, load_split
+    from envs.math.calculator import CalculatorError, CalculatorLimits, evaluate
+    from envs.math.data import (
+        DatasetFormatError,
+        MathProblem,
+        Split,
+        extract_gsm8k_answer,
+        generate_problems,
+        load_gsm8k,
+        load_jsonl,
+        load_math,
+    )
+    from envs.math.env import (
+        CALCULATOR_TOOL,
+        METRIC_ATTEMPTS,
+        METRIC_CORRECT,
+        METRIC_FORMAT,
+        CalculatorMode,
+        EnvPreset,
+        MathEnv,
+        MathEnvConfig,
+        supports_tools,
+    )
+    from envs.math.grading import (
+        Grader,
+        GraderConfig,
+        GradeResult,
+        GraderStats,
+        GradeStatus,
+        default_grader,
+        extract_boxed,
+        normalize_answer,
+    )
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "CALCULATOR_TOOL",

@@ -18,50 +18,57 @@ for the rules and rewards.
   :func:`play_game`, :func:`play_env`, :func:`text_to_action`, :class:`GameRecord`.
 """
 
-from envs.twenty_questions._kb import QUESTIONS, Attribute, KnowledgeBase, default_kb
-from envs.twenty_questions._text import ParsedTurn, TurnKind, classify_turn, parse_guess
-from envs.twenty_questions.answerers import (
-    ANSWER_TEXT,
-    ANSWERER_PROMPT,
-    Answer,
-    Answerer,
-    AnswerResult,
-    KBAnswerer,
-    LLMAnswerer,
-    Understanding,
-    parse_yes_no,
-    understand,
-)
-from envs.twenty_questions.env import (
-    CANDIDATES_SENTENCE,
-    FORMAT_REMINDER,
-    PLAYER_PROMPT,
-    WRONG_GUESS,
-    AnswererKind,
-    EpisodeStats,
-    GameStep,
-    Metric,
-    TwentyQuestionsConfig,
-    TwentyQuestionsDataset,
-    TwentyQuestionsDatasetBuilder,
-    TwentyQuestionsEnv,
-    TwentyQuestionsGame,
-    TwentyQuestionsGroupBuilder,
-    answerer_renderer_name,
-    is_correct_guess,
-    make_renderer,
-    player_prompt,
-)
-from envs.twenty_questions.scripted import (
-    FixedPlayer,
-    GameRecord,
-    KBOptimalPlayer,
-    play_env,
-    play_game,
-    scripted_game,
-    text_to_action,
-)
-from envs.twenty_questions.words import ALL_WORDS, TEST_WORDS, TRAIN_WORDS, pick_candidates, split_words
+from typing import TYPE_CHECKING
+
+from envs._lazy import attach
+
+if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
+    from envs.twenty_questions._kb import QUESTIONS, Attribute, KnowledgeBase, default_kb
+    from envs.twenty_questions._text import ParsedTurn, TurnKind, classify_turn, parse_guess
+    from envs.twenty_questions.answerers import (
+        ANSWER_TEXT,
+        ANSWERER_PROMPT,
+        Answer,
+        Answerer,
+        AnswerResult,
+        KBAnswerer,
+        LLMAnswerer,
+        Understanding,
+        parse_yes_no,
+        understand,
+    )
+    from envs.twenty_questions.env import (
+        CANDIDATES_SENTENCE,
+        FORMAT_REMINDER,
+        PLAYER_PROMPT,
+        WRONG_GUESS,
+        AnswererKind,
+        EpisodeStats,
+        GameStep,
+        Metric,
+        TwentyQuestionsConfig,
+        TwentyQuestionsDataset,
+        TwentyQuestionsDatasetBuilder,
+        TwentyQuestionsEnv,
+        TwentyQuestionsGame,
+        TwentyQuestionsGroupBuilder,
+        answerer_renderer_name,
+        is_correct_guess,
+        make_renderer,
+        player_prompt,
+    )
+    from envs.twenty_questions.scripted import (
+        FixedPlayer,
+        GameRecord,
+        KBOptimalPlayer,
+        play_env,
+        play_game,
+        scripted_game,
+        text_to_action,
+    )
+    from envs.twenty_questions.words import ALL_WORDS, TEST_WORDS, TRAIN_WORDS, pick_candidates, split_words
+
+__getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "ALL_WORDS",
