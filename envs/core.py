@@ -207,7 +207,11 @@ class ChatEnv(Env):
         message, fault = decode_action(self.renderer, action)
         # a sample cut by max_tokens lacks its stop token (so it also parses as malformed) and may
         # end mid-character (invalid UTF-8): truncated wins
-        if fault in (None, Fault.MALFORMED, Fault.INVALID_UTF8) and extra is not None and extra.get("stop_reason") == "length":
+        if (
+            fault in (None, Fault.MALFORMED, Fault.INVALID_UTF8)
+            and extra is not None
+            and extra.get("stop_reason") == "length"
+        ):
             fault = Fault.TRUNCATED
         metrics: Metrics = {}
         fault_reward = 0.0
@@ -231,10 +235,13 @@ class ChatEnv(Env):
             return self._finish(action, reward, StopReason.MAX_TURNS, metrics, reply)
 
         self.messages.extend(reply.messages)
-        if fault is None and extension_expected(self.renderer, self.turn, self.messages):
+        if fault in (None, Fault.TRUNCATED) and extension_expected(self.renderer, self.turn, self.messages):
+            # a truncated turn the game plays on is closed with the end-of-turn token(s), as an
+            # observation token: the sampled tokens stay verbatim and the prefix still holds
+            closed = action + (self._end_of_turn() if fault is Fault.TRUNCATED else [])
             new = render_continuation(self.renderer, self.messages, start + 1)
-            overlap = stop_overlap(action, new, stop=stop_token_sequences(self.renderer))
-            self._tokens = self._tokens + action + new[overlap:]
+            overlap = stop_overlap(closed, new, stop=stop_token_sequences(self.renderer))
+            self._tokens = self._tokens + closed + new[overlap:]
         else:
             self._tokens = prompt_tokens(self.renderer, self.messages)
             self.rerenders += 1
@@ -251,6 +258,15 @@ class ChatEnv(Env):
             metrics=metrics,
             logs=dict(reply.logs),
         )
+
+    def _end_of_turn(self) -> list[int]:
+        """Tokens that close an assistant turn: the renderer's first stop sequence."""
+        stop = self.stop_condition
+        if not stop:
+            return []
+        if isinstance(stop[0], int):
+            return [stop[0]]
+        return list(self.renderer.tokenizer.encode(stop[0], add_special_tokens=False))
 
     def _finish(
         self,

@@ -205,7 +205,7 @@ def test_default_fault_policy_is_zero_reward_and_ends() -> None:
     run(go())
 
 
-def test_fault_that_does_not_end_passes_the_parsed_message_on_and_rerenders() -> None:
+def test_truncated_turn_that_does_not_end_is_closed_and_extends() -> None:
     env = ScriptedEnv(
         QWEN,
         [user("hi")],
@@ -214,15 +214,19 @@ def test_fault_that_does_not_end_passes_the_parsed_message_on_and_rerenders() ->
     )
 
     async def go():
-        await start(env)
-        r = await env.step(act("partial answ", stop=False), extra={"stop_reason": "length"})
+        first = await start(env)
+        cut = act("partial answ", stop=False)
+        r = await env.step(cut, extra={"stop_reason": "length"})
         assert not r.episode_done
         assert r.reward == pytest.approx(0.75)
         assert env.faults_seen == [Fault.TRUNCATED]
         assert get_text_content(env.seen[0]) == "partial answ"
-        # The faulty sample is not kept verbatim: the history is re-rendered from the message.
-        assert r.metrics[METRIC_RERENDER] == 1.0 and env.rerenders == 1
-        assert r.next_observation.to_ints() == prompt_tokens(QWEN, env.messages)
+        # The sample is kept verbatim and closed with the end-of-turn token: the prefix holds,
+        # and the result equals the full render of the conversation.
+        assert METRIC_RERENDER not in r.metrics and env.rerenders == 0
+        ob = r.next_observation.to_ints()
+        assert ob[: len(first) + len(cut)] == first + cut and ob[len(first) + len(cut)] == 2
+        assert ob == prompt_tokens(QWEN, env.messages)
 
     run(go())
 

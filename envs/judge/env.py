@@ -57,8 +57,8 @@ class OnTruncation(StrEnum):
     JUDGE = "judge"
     """The chat ends there and is judged as it is (keeps the token extension intact)."""
     CONTINUE = "continue"
-    """The chat goes on (the simulated user answers); the next observation is re-rendered
-    (one extension break, ``turngym/rerender``). Useful for small policies that ramble."""
+    """The chat goes on (the simulated user answers); the cut turn is closed with the end-of-turn
+    token, so the token history still extends. Useful for small policies that ramble."""
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,10 @@ class TwentyQuestionsConfig:
     """Subtracted for a turn that is neither one question nor one guess."""
     fault_penalty: float = 0.1
     """Subtracted for a faulty action (truncated, empty, invalid UTF-8, unparseable), which ends the episode."""
+    play_truncated: bool = False
+    """Play a turn cut by ``max_tokens`` as written (its first guess or question counts; otherwise
+    the format penalty) instead of ending the game with the fault penalty. The turn is closed
+    with the end-of-turn token, so the token history still extends (one datum per episode)."""
     max_trajectory_tokens: int | None = None
     """Observation length cap (see ``envs.core.EnvLimits``); None: no cap."""
     prompt: str = PLAYER_PROMPT
@@ -307,9 +311,15 @@ class TwentyQuestionsEnv(ChatEnv):
             limits=EnvLimits(
                 max_turns=config.max_questions, max_trajectory_tokens=config.max_trajectory_tokens
             ),
-            faults={fault: FaultPolicy(reward=-config.fault_penalty, end_episode=True) for fault in Fault},
+            faults={
+                fault: FaultPolicy(reward=-config.fault_penalty, end_episode=True)
+                if not (fault is Fault.TRUNCATED and config.play_truncated)
+                else FaultPolicy(reward=0.0, end_episode=False)
+                for fault in Fault
+            },
         )
         self.game = TwentyQuestionsGame(word, answerer, config, candidates)
+        self._fault_played = False
 
     @property
     def word(self) -> str:
@@ -346,11 +356,17 @@ class TwentyQuestionsEnv(ChatEnv):
             logs={"secret": self.game.word, **step.logs},
         )
 
+    async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
+        self._fault_played = message is not None  # the game counts the turn it plays
+        return await super().on_fault(fault, message)
+
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        self._fault_played = False
         result = await super().step(action, extra=extra)
         if any(k.startswith(METRIC_FAULT_PREFIX) for k in result.metrics):
             self.game.stats.faults += 1
-            self.game.stats.turns += 1
+            if not self._fault_played:
+                self.game.stats.turns += 1
         if result.episode_done:
             for key in result.metrics:
                 if key.startswith(STOP_METRIC_PREFIX):
