@@ -28,8 +28,8 @@ def test_defaults_are_the_easy_local_setting() -> None:
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
     builder = config.dataset_builder()
-    assert builder.env.candidates == 4 and builder.env.format_penalty == 0.0
-    assert builder.env.fault_penalty == 0.1
+    assert builder.env.candidates == 4 and builder.env.format_penalty == 0.1
+    assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
     assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
 
 
