@@ -13,6 +13,8 @@ Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import time
 from collections import deque
@@ -20,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import sniffio
 import tinker
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollout_runner import TRUNCATION_METRIC_KEY, stop_reason_from_metrics
@@ -51,21 +54,26 @@ class Gate:
 
     Why not ``async with anyio.CapacityLimiter``: its ``acquire`` does two event-loop
     checkpoints even when a slot is free, which halved a zero-latency engine's throughput
-    (measured). A gate is a counter of free slots plus a FIFO of ``anyio.Event`` waiters: taking
-    a free slot is one integer decrement (inlined in the rollout loop, no checkpoint; the awaited
-    call that follows is the checkpoint), and a release hands the slot straight to the oldest
-    waiter, so the bound is exact and waiting is fair. A waiter cancelled after being handed a
-    slot passes it on. ``limit >= concurrent rollouts`` therefore costs ~nothing, and so does
-    any uncontended moment of a tighter limit.
+    (measured). A gate is a counter of free slots plus a FIFO of waiters: taking a free slot is
+    one integer decrement (inlined in the rollout loop, no checkpoint; the awaited call that
+    follows is the checkpoint), and a release hands the slot straight to the oldest waiter, so
+    the bound is exact and waiting is fair. A waiter cancelled after being handed a slot passes
+    it on. ``limit >= concurrent rollouts`` therefore costs ~nothing, and so does any
+    uncontended moment of a tighter limit.
+
+    Waiters are plain asyncio futures on the asyncio backend (an ``anyio.Event`` costs a
+    backend lookup per construction, the largest part of a contended hand-off, measured in
+    ``bench/rollout_engine.py``'s latency run) and ``anyio.Event`` s on any other backend.
     """
 
-    __slots__ = ("_waiters", "free", "limit")
+    __slots__ = ("_loop", "_waiters", "free", "limit")
 
     def __init__(self, limit: int | None):
         self.limit = limit
         self.free = limit or 0
         """Free slots (the hot loop decrements it directly when positive)."""
-        self._waiters: deque[anyio.Event] = deque()
+        self._waiters: deque[Any] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def enabled(self) -> bool:
@@ -86,23 +94,56 @@ class Gate:
 
     async def wait(self) -> None:
         """Slow path: queue until a release hands this caller a slot."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = _running_asyncio_loop()
+        if loop is None:
+            await self._wait_event()
+            return
+        future = loop.create_future()
+        self._waiters.append(future)
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed over as we were cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(future)
+            raise
+
+    async def _wait_event(self) -> None:
         event = anyio.Event()
         self._waiters.append(event)
         try:
             await event.wait()
         except BaseException:
             if event.is_set():
-                self.release()  # the slot was handed over as we were cancelled: pass it on
+                self.release()
             else:
                 self._waiters.remove(event)
             raise
 
     def release(self) -> None:
-        """Give a slot back (to the oldest waiter, if any)."""
-        if self._waiters:
-            self._waiters.popleft().set()
-        else:
-            self.free += 1
+        """Give a slot back (to the oldest waiter still waiting, if any)."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+            else:
+                waiter.set()
+                return
+        self.free += 1
+
+
+def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop when the current async library is asyncio, else None."""
+    if sniffio.current_async_library() != "asyncio":
+        return None
+    return asyncio.get_running_loop()
 
 
 def apply_compaction(env: Env, period: int) -> bool:

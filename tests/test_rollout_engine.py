@@ -427,3 +427,32 @@ def test_stream_raises_batch_aborted_on_exit():
         assert received == [1] and info.value.cancelled == 1 and hang.cleanup_calls == 1
 
     run(main)
+
+
+def test_gate_slot_handed_to_a_waiter_cancelled_before_it_runs_is_passed_on():
+    from rollout import Gate
+
+    async def main():
+        gate = Gate(1)
+        await gate.acquire()
+        got: list[str] = []
+
+        async def waiter(name: str, scope_box: list[anyio.CancelScope]) -> None:
+            with anyio.CancelScope() as scope:
+                scope_box.append(scope)
+                await gate.acquire()
+                got.append(name)
+                await anyio.sleep(0.01)
+                gate.release()
+
+        b_scope: list[anyio.CancelScope] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter, "b", b_scope)
+            tg.start_soon(waiter, "c", [])
+            await anyio.sleep(0.01)  # both queued, b first
+            gate.release()  # hands the slot to b ...
+            b_scope[0].cancel()  # ... which is cancelled before it runs: c must get it
+        assert got == ["c"]
+        assert gate.free == 1 and gate.in_use == 0
+
+    run(main)
