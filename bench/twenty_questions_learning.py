@@ -6,9 +6,12 @@ candidates. Protocol (budget 45 minutes on 2 free cores, from the untrained mode
 
 1. **before**: evaluate the untrained model on held-out games (16 held-out words x 4 games);
 2. **SFT warm start** (``--sft-games``, ``--sft-steps``): ``cross_entropy`` through the run's own
-   training client on token transcripts of the scripted :class:`KBOptimalPlayer` (it asks the
-   question that splits the remaining candidates most evenly, then guesses) on *training* words,
-   with candidate lists drawn from a different seed than the RL batches;
+   training client on token transcripts of a scripted player on *training* words, with
+   candidate lists drawn from a different seed than the RL batches. ``--sft-player halving``
+   (default): :class:`HalvingPlayer`, binary search with set questions ("Is it plum, plate,
+   zebra or peach?"), whose moves only copy words from the prompt; ``kb-optimal``:
+   :class:`KBOptimalPlayer`'s attribute questions (which a 135M model did not pick up: a
+   previous run with it ended at 0.28);
 3. **RL** with the shared loop (:mod:`training`) until ``max_steps`` or the time budget; no
    shaping by default and no curriculum. (Tried: ``wrong_guess_reward=-0.1`` made the policy shy
    of guessing, 1.8 -> 0.8 guesses per game over 10 steps, win rate 0.06-0.2: asking is free,
@@ -59,10 +62,17 @@ BUDGET_MINUTES = 45.0
 FINAL_EVAL_RESERVE_MINUTES = 4.0
 
 
-async def scripted_datums(config: Any, n_games: int, seed: int) -> tuple[list[Any], float]:
-    """Token transcripts of the KB-optimal player on training words (one datum per game,
-    weight 1 on the player's tokens) and the scripted win rate."""
+SFT_PLAYERS = ("halving", "kb-optimal")
+"""Scripted players the warm start can imitate (``--sft-player``)."""
+
+
+async def scripted_datums(
+    config: Any, n_games: int, seed: int, player_name: str = "halving"
+) -> tuple[list[Any], float]:
+    """Token transcripts of a scripted player on training words (one datum per game, weight 1
+    on the player's tokens) and the scripted win rate."""
     from envs.twenty_questions import (
+        HalvingPlayer,
         KBAnswerer,
         KBOptimalPlayer,
         TwentyQuestionsDataset,
@@ -89,7 +99,11 @@ async def scripted_datums(config: Any, n_games: int, seed: int) -> tuple[list[An
     for i in range(n_games):
         word, candidates = pool.item(i)
         env = TwentyQuestionsEnv(renderer, word, KBAnswerer(), builder.env, candidates)
-        player = KBOptimalPlayer(tuple(candidates), max_questions=builder.env.max_questions)
+        player = (
+            HalvingPlayer(tuple(candidates), max_questions=builder.env.max_questions)
+            if player_name == "halving"
+            else KBOptimalPlayer(tuple(candidates), max_questions=builder.env.max_questions)
+        )
         start = await env.initial_observation()
         assert isinstance(start, tuple), "the prompt overflowed"
         tokens = start[0].to_ints()
@@ -114,9 +128,12 @@ async def scripted_datums(config: Any, n_games: int, seed: int) -> tuple[list[An
     return datums, wins / max(n_games, 1)
 
 
+def _eval_rows(log_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
+
+
 def _eval_row(log_path: Path) -> dict[str, Any]:
-    rows = [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
-    return rows[-1]
+    return _eval_rows(log_path)[-1]
 
 
 def _question_fraction(row: dict[str, Any]) -> float:
@@ -138,7 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--minutes", type=float, default=BUDGET_MINUTES, help="total time budget")
     parser.add_argument(
-        "--sft-games", type=int, default=96, help="scripted games for the warm start (0: none)"
+        "--sft-games", type=int, default=192, help="scripted games for the warm start (0: none)"
+    )
+    parser.add_argument(
+        "--sft-player",
+        choices=SFT_PLAYERS,
+        default="halving",
+        help="scripted player imitated by the warm start",
     )
     parser.add_argument("--sft-steps", type=int, default=24, help="cross_entropy steps of the warm start")
     parser.add_argument("--sft-batch", type=int, default=16, help="transcripts per warm-start step")
@@ -176,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     # 2. SFT warm start on scripted games (training words, other candidate seeds)
     warm_start = None
     if args.sft_games > 0 and args.sft_steps > 0:
-        datums, scripted_win = asyncio.run(scripted_datums(config, args.sft_games, seed=config.seed + 1000))
+        datums, scripted_win = asyncio.run(
+            scripted_datums(config, args.sft_games, seed=config.seed + 1000, player_name=args.sft_player)
+        )
         print(
             f"[bench] warm start: {len(datums)} scripted transcripts (scripted win rate {scripted_win:.2f})",
             flush=True,
@@ -204,12 +229,15 @@ def main(argv: list[str] | None = None) -> int:
             [*base, f"log_path={out / 'rl'}", f"eval_every={max(config.max_steps, 1)}"],
         )
     summary = training.train(config, warm_start=warm_start)
-    after = _eval_row(out / "rl")
+    rl_rows = _eval_rows(out / "rl")
+    after, after_sft = rl_rows[-1], rl_rows[0]  # the loop evaluates at step 0, after the warm start
     q = _question_fraction(after)
     minutes = (time.monotonic() - t0) / 60
     result = {
         "win_rate_before": before["eval/win_rate"],
         "win_rate_after": after["eval/win_rate"],
+        "win_rate_after_sft": after_sft["eval/win_rate"] if after_sft["step"] == 0 else None,
+        "question_turn_fraction_after_sft": _question_fraction(after_sft) if after_sft["step"] == 0 else None,
         "question_turn_fraction_before": _question_fraction(before),
         "question_turn_fraction_after": q,
         "rl_steps": summary.end_step,
@@ -217,9 +245,15 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "sft_games": args.sft_games,
         "sft_steps": args.sft_steps,
+        "sft_player": args.sft_player,
         "overrides": base,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    if after_sft["step"] == 0:
+        print(
+            f"[bench] after the warm start (step 0): win_rate={after_sft['eval/win_rate']:.3f} "
+            f"question_turn_fraction={_question_fraction(after_sft):.3f}"
+        )
     print(f"[bench] {summary.end_step} RL steps, {minutes:.1f} min; details in {out / 'result.json'}")
     print(
         f"win_rate_before={before['eval/win_rate']:.3f} win_rate_after={after['eval/win_rate']:.3f} "

@@ -14,7 +14,8 @@ for the rules and rewards.
   :func:`default_kb`, :data:`ALL_WORDS`, :data:`TRAIN_WORDS`, :data:`TEST_WORDS`,
   :func:`pick_candidates`.
 - Text: :func:`parse_guess`, :func:`classify_turn`, :class:`TurnKind`.
-- Scripted players: :class:`KBOptimalPlayer`, :class:`FixedPlayer`, :func:`scripted_game`,
+- Scripted players: :class:`KBOptimalPlayer`, :class:`HalvingPlayer` (:func:`set_question`),
+  :class:`FixedPlayer`, :func:`scripted_game`,
   :func:`play_game`, :func:`play_env`, :func:`text_to_action`, :class:`GameRecord`.
 """
 
@@ -60,10 +61,12 @@ if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
     from envs.twenty_questions.scripted import (
         FixedPlayer,
         GameRecord,
+        HalvingPlayer,
         KBOptimalPlayer,
         play_env,
         play_game,
         scripted_game,
+        set_question,
         text_to_action,
     )
     from envs.twenty_questions.words import ALL_WORDS, TEST_WORDS, TRAIN_WORDS, pick_candidates, split_words
@@ -90,6 +93,7 @@ __all__ = [
     "FixedPlayer",
     "GameRecord",
     "GameStep",
+    "HalvingPlayer",
     "KBAnswerer",
     "KBOptimalPlayer",
     "KnowledgeBase",
@@ -116,6 +120,7 @@ __all__ = [
     "play_game",
     "player_prompt",
     "scripted_game",
+    "set_question",
     "split_words",
     "text_to_action",
     "understand",

@@ -4,6 +4,11 @@
   ``MessageCompleter``): from the conversation so far it keeps the words consistent with every
   answer, asks the attribute question that splits them most evenly, and guesses when one word
   is left (or no question splits them, or one turn is left).
+- :class:`HalvingPlayer`: binary search over the listed candidates with set questions ("Is it
+  cat, dog, apple or car?", which the KB answerer understands as a disjunction): it halves the
+  words still possible each turn and guesses when two are left or one turn is. Its moves only
+  copy words from the prompt, so a small model learns them from a few transcripts, and with
+  8 candidates in 4 turns it always wins where enumeration wins half the games.
 - :class:`FixedPlayer`: replies with fixed texts in turn (the last one repeated): always-correct,
   always-wrong, garbage players for tests.
 - :func:`play_game` / :func:`scripted_game`: a whole game as messages (no tokens), e.g. for SFT.
@@ -102,6 +107,48 @@ class KBOptimalPlayer(MessageCompleter):
                 if best is None or score < best[0]:
                     best = (score, attribute)
         return best[1] if best else None
+
+    async def __call__(self, messages: list[Message]) -> Message:
+        return {"role": "assistant", "content": self.next_text(messages)}
+
+
+def set_question(words: Sequence[str]) -> str:
+    """A yes/no question on membership: "Is it a?", "Is it a or b?", "Is it a, b or c?"."""
+    if not words:
+        raise ValueError("set_question needs at least one word")
+    if len(words) == 1:
+        return f"Is it {words[0]}?"
+    return f"Is it {', '.join(words[:-1])} or {words[-1]}?"
+
+
+@dataclass(frozen=True)
+class HalvingPlayer(MessageCompleter):
+    """Binary search over the candidates with set questions (see the module docstring).
+
+    Which words are still possible comes from the conversation through the same reading of the
+    answers as :class:`KBOptimalPlayer` (so a word the KB answerer reads as an attribute, e.g.
+    "water", stays consistent with the answers it gave).
+    """
+
+    candidates: tuple[str, ...]
+    """The listed words (the order of the prompt; the first half is asked about first)."""
+    max_questions: int = 20
+    """Turns allowed; the player guesses on the last one at the latest."""
+    kb: KnowledgeBase = field(default_factory=default_kb)
+    """The knowledge base the answers are read with."""
+
+    def __post_init__(self) -> None:
+        if not self.candidates:
+            raise ValueError("HalvingPlayer needs the candidate list")
+
+    def next_text(self, messages: Sequence[Message]) -> str:
+        """The player's next message."""
+        reader = KBOptimalPlayer(self.candidates, self.max_questions, self.kb)
+        remaining = reader.remaining(messages) or list(self.candidates)
+        turns_left = self.max_questions - sum(1 for m in messages if m["role"] == "assistant")
+        if len(remaining) <= 2 or turns_left <= 1:
+            return f"Guess: {remaining[0]}"
+        return set_question(remaining[: len(remaining) // 2])
 
     async def __call__(self, messages: list[Message]) -> Message:
         return {"role": "assistant", "content": self.next_text(messages)}
