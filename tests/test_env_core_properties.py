@@ -128,6 +128,20 @@ def strategy_for(name: str, **kwargs) -> st.SearchStrategy[list[Message]]:
     return conversations(thinking=False if name == "qwen3_instruct" else None, **kwargs)
 
 
+def _holds_literal_think(content: object) -> bool:
+    """Whether a scripted message holds a literal "<think>"/"</think>" in a string or in any of
+    its text/thinking parts (hypothesis found one in a text part)."""
+    if isinstance(content, str):
+        return "think>" in content
+    if isinstance(content, list):
+        return any(
+            isinstance(part, dict)
+            and any("think>" in str(part.get(key) or "") for key in ("text", "thinking"))
+            for part in content
+        )
+    return False
+
+
 # --- 2a. own renderings as actions: token-in/token-out == full render -------------------------
 
 
@@ -145,9 +159,7 @@ def test_own_renderings_give_full_render_observations(name: str, period: int, da
     steps = asyncio.run(play(env, actions))
     note(describe_conversation(conversation))
     assert len(steps) == len(idxs)
-    literal_think = any(
-        isinstance(conversation[i]["content"], str) and "think>" in conversation[i]["content"] for i in idxs
-    )
+    literal_think = any(_holds_literal_think(conversation[i]["content"]) for i in idxs)
     for k, step in enumerate(steps[:-1], start=1):  # k = turns completed after this step
         assert not any(key.startswith(METRIC_FAULT_PREFIX) for key in step.result.metrics), (
             step.result.metrics
