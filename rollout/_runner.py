@@ -66,14 +66,13 @@ class Gate:
     ``bench/rollout_engine.py``'s latency run) and ``anyio.Event`` s on any other backend.
     """
 
-    __slots__ = ("_loop", "_waiters", "free", "limit")
+    __slots__ = ("_waiters", "free", "limit")
 
     def __init__(self, limit: int | None):
         self.limit = limit
         self.free = limit or 0
         """Free slots (the hot loop decrements it directly when positive)."""
         self._waiters: deque[Any] = deque()
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def enabled(self) -> bool:
@@ -94,9 +93,7 @@ class Gate:
 
     async def wait(self) -> None:
         """Slow path: queue until a release hands this caller a slot."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = _running_asyncio_loop()
+        loop = _running_asyncio_loop()
         if loop is None:
             await self._wait_event()
             return
@@ -140,10 +137,13 @@ class Gate:
 
 
 def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when the current async library is asyncio, else None."""
-    if sniffio.current_async_library() != "asyncio":
+    """The running asyncio loop when the current async library is asyncio, else None (looked up
+    on every wait, not cached: a gate may outlive the loop it first ran on)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
         return None
-    return asyncio.get_running_loop()
+    return loop if sniffio.current_async_library() == "asyncio" else None
 
 
 def apply_compaction(env: Env, period: int) -> bool:

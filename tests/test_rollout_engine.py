@@ -456,3 +456,30 @@ def test_gate_slot_handed_to_a_waiter_cancelled_before_it_runs_is_passed_on():
         assert gate.free == 1 and gate.in_use == 0
 
     asyncio.run(main())
+
+
+def test_gate_works_across_event_loops():
+    """A gate outliving one ``asyncio.run`` hands slots over in the next one."""
+    import asyncio
+
+    from rollout import Gate
+
+    gate = Gate(1)
+
+    async def contend() -> list[int]:
+        order: list[int] = []
+
+        async def user(i: int) -> None:
+            await gate.acquire()
+            try:
+                order.append(i)
+                await asyncio.sleep(0.001)
+            finally:
+                gate.release()
+
+        await asyncio.wait_for(asyncio.gather(*(user(i) for i in range(3))), timeout=5)
+        return order
+
+    assert asyncio.run(contend()) == [0, 1, 2]
+    assert asyncio.run(contend()) == [0, 1, 2]
+    assert gate.free == 1
