@@ -272,3 +272,43 @@ def test_async_deprecated_spellings(trainer: LocalTrainingClient, service: Local
     assert asyncio.run(run()) > 0
     assert trainer.get_info().lora_rank == 4
     assert trainer.get_tokenizer().encode("<|im_end|>") == [2]
+
+
+@pytest.mark.parametrize("loss_fn", ["importance_sampling", "ppo", "cross_entropy"])
+def test_unweighted_positions_skip_the_graph_but_not_the_gradient(loss_fn: str) -> None:
+    """The trainer unembeds zero-weight positions without autograd; values and gradients stay exact."""
+    from backend.local._trainer import TrainerCore
+
+    long = encode(SEQ)
+    short = encode("Say something short.")
+    data = []
+    for tokens in (long, short):
+        n = len(tokens) - 1
+        half = n // 2
+        if loss_fn == "cross_entropy":
+            data.append(ce_datum(tokens, [0.0] * half + [1.0] * (n - half)))
+        else:
+            data.append(rl_datum(tokens, [-2.0] * n, [0.0] * half + [0.7] * (n - half)))
+    data.append(rl_datum(short, [-2.0] * (len(short) - 1), [0.0] * (len(short) - 1)))  # weight 0 throughout
+    if loss_fn == "cross_entropy":
+        data[-1] = ce_datum(short, [0.0] * (len(short) - 1))
+
+    def grads_and_logprobs(selective: bool) -> tuple[list[torch.Tensor], list[list[float]]]:
+        core = TrainerCore(TINY, rank=4, seed=0, max_tokens_per_pass=10_000)
+        with torch.no_grad():  # B != 0, so both LoRA factors get gradients
+            for p in core.params:
+                p.add_(0.01 * torch.randn_like(p))
+        core.selective_unembedding = selective
+        out = core.forward_backward(data, loss_fn, None, backward=True)
+        grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params]
+        return grads, [o["logprobs"].tolist() for o in out.loss_fn_outputs]
+
+    torch.manual_seed(0)
+    full_grads, full_lp = grads_and_logprobs(False)
+    torch.manual_seed(0)
+    sel_grads, sel_lp = grads_and_logprobs(True)
+    for a, b in zip(full_lp, sel_lp, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    assert any(float(g.abs().sum()) > 0 for g in full_grads)
+    for g_full, g_sel in zip(full_grads, sel_grads, strict=True):
+        torch.testing.assert_close(g_sel, g_full, rtol=1e-4, atol=1e-6)

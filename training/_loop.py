@@ -120,6 +120,7 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
             root=log_path / ckpt.CHECKPOINT_DIR,
             max_tokens_per_pass=config.local_tokens_per_pass,
             prefix_cache_tokens=config.local_prefix_cache_tokens,
+            compute_dtype=config.local_compute_dtype,
         )
     kwargs = {"base_url": config.base_url} if config.base_url else {}
     return make_service_client("tinker", **kwargs)

@@ -12,10 +12,12 @@ at zero, so a fresh adapter reproduces the base model exactly.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tinker import types
@@ -27,6 +29,14 @@ from ._weights import fresh_base
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def check_compute_dtype(name: str) -> str:
+    """``name`` if it is one of :data:`COMPUTE_DTYPES`, else a one-line ``ValueError``."""
+    if name not in COMPUTE_DTYPES:
+        raise ValueError(f"compute_dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {name!r}")
+    return name
 
 
 @dataclass
@@ -34,6 +44,20 @@ class _Prepared:
     index: int
     tokens: list[int]
     inputs: dict[str, torch.Tensor]
+
+
+def weighted_positions(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Positions whose per-token loss can have a gradient, as a bool tensor.
+
+    Every built-in loss multiplies its per-token term by ``advantages`` (RL losses), ``weights``
+    (cross-entropy) and ``mask`` when present, so a position where one of those is zero
+    contributes nothing to the gradient.
+    """
+    need = torch.ones_like(inputs["target_tokens"], dtype=torch.bool)
+    for key in ("advantages", "weights", "mask"):
+        if key in inputs:
+            need &= inputs[key] != 0
+    return need
 
 
 class TrainerCore:
@@ -47,6 +71,8 @@ class TrainerCore:
         lora_alpha: LoRA alpha (default ``2 * rank``).
         max_tokens_per_pass: padded-token budget of one forward/backward pass; a batch is sorted
             by length and cut into as few passes as fit this budget.
+        compute_dtype: ``"float32"`` or ``"bfloat16"`` (passes run under CPU bfloat16 autocast;
+            parameters, gradients and optimizer state stay float32).
     """
 
     def __init__(
@@ -58,9 +84,12 @@ class TrainerCore:
         train_mlp: bool = True,
         train_attn: bool = True,
         lora_alpha: int | None = None,
-        max_tokens_per_pass: int = 4096,
+        max_tokens_per_pass: int = 1024,
+        compute_dtype: str = "float32",
     ) -> None:
         from peft import LoraConfig, get_peft_model
+
+        self.compute_dtype = check_compute_dtype(compute_dtype)
 
         if rank < 1:
             raise ValueError(f"LoRA rank must be >= 1, got {rank}")
@@ -86,6 +115,8 @@ class TrainerCore:
         self.vocab_size = int(self.model.config.vocab_size)
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.pad_id = int(getattr(self.model.config, "pad_token_id", None) or 0)
+        # Unembed zero-weight positions (observations, in RL) without autograd; see target_logprobs.
+        self.selective_unembedding = True
 
     # ----------------------------------------------------------------- data
     def prepare(self, data: Sequence[types.Datum], loss_fn: str) -> list[_Prepared]:
@@ -138,8 +169,16 @@ class TrainerCore:
                 passes.append([item])
         return passes
 
-    def target_logprobs(self, chunk: list[_Prepared]) -> torch.Tensor:
-        """Logprobs ``[B, T]`` of each datum's target tokens (right-padded, padding = 0)."""
+    def target_logprobs(
+        self, chunk: list[_Prepared], *, grad_only_where_weighted: bool = False
+    ) -> torch.Tensor:
+        """Logprobs ``[B, T]`` of each datum's target tokens (right-padded, padding = 0).
+
+        With ``grad_only_where_weighted`` the unembedding and softmax run with autograd only at
+        positions whose loss is weighted (:func:`weighted_positions`); the others are computed
+        without a graph. Same values, but the backward pass skips the ``[positions, vocab]``
+        work of every observation token, which is most of an RL datum.
+        """
         length = len(chunk[0].tokens)
         ids = torch.full((len(chunk), length), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), length), dtype=torch.long)
@@ -149,11 +188,40 @@ class TrainerCore:
             ids[row, :n] = torch.tensor(item.tokens)
             mask[row, :n] = 1
             targets[row, :n] = item.inputs["target_tokens"]
-        logits = self.model(input_ids=ids, attention_mask=mask).logits
-        lp = -torch.nn.functional.cross_entropy(
-            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
-        ).reshape(len(chunk), length)
-        return lp * mask
+        if not (grad_only_where_weighted and torch.is_grad_enabled()):
+            logits = self.model(input_ids=ids, attention_mask=mask).logits
+            lp = -torch.nn.functional.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+            ).reshape(len(chunk), length)
+            return lp * mask
+        causal_lm: Any = self.model.get_base_model()
+        decoder = causal_lm.get_decoder()
+        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        weighted = torch.zeros((len(chunk), length), dtype=torch.bool)
+        for row, item in enumerate(chunk):
+            weighted[row, : len(item.tokens)] = weighted_positions(item.inputs)
+        rest = mask.bool() & ~weighted
+        lp = torch.zeros((len(chunk), length))
+        if bool(weighted.any()):
+            lp = lp.index_put(
+                weighted.nonzero(as_tuple=True), self._unembed_logprobs(hidden[weighted], targets[weighted])
+            )
+        if bool(rest.any()):
+            with torch.no_grad():
+                values = self._unembed_logprobs(hidden[rest], targets[rest])
+            # Outside no_grad: an index_put made under no_grad would drop the graph built above.
+            lp = lp.index_put(rest.nonzero(as_tuple=True), values)
+        return lp
+
+    def _autocast(self) -> contextlib.AbstractContextManager[object]:
+        if self.compute_dtype == "bfloat16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _unembed_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        causal_lm: Any = self.model.get_base_model()
+        logits = causal_lm.get_output_embeddings()(hidden)
+        return -torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
 
     # ----------------------------------------------------------------- passes
     def forward_backward(
@@ -172,8 +240,8 @@ class TrainerCore:
         total = 0.0
         self.model.train(backward)
         for chunk in self._passes(items):
-            with torch.set_grad_enabled(backward):
-                lp = self.target_logprobs(chunk)
+            with torch.set_grad_enabled(backward), self._autocast():
+                lp = self.target_logprobs(chunk, grad_only_where_weighted=self.selective_unembedding)
                 losses = []
                 for row, item in enumerate(chunk):
                     n = len(item.tokens)
@@ -186,7 +254,7 @@ class TrainerCore:
                         "elementwise_loss": types.TensorData.from_torch(per_token.detach().float().clone()),
                     }
                 chunk_loss = torch.stack([x.sum() for x in losses]).sum()
-                if backward:
+                if backward and chunk_loss.requires_grad:  # False when no position is weighted
                     chunk_loss.backward()
             total += float(chunk_loss.detach())
         return types.ForwardBackwardOutput(
