@@ -45,6 +45,34 @@ def _reply_answer(text: str) -> Answer | None:
     return None
 
 
+def consistent_words(words: Sequence[str], messages: Sequence[Message], kb: KnowledgeBase) -> list[str]:
+    """The ``words`` (in order) consistent with the answers of the conversation ``messages``.
+
+    A wrong-guess reply removes the guessed word; a yes/no reply to a question removes the words
+    the KB evaluates the other way (words outside the KB, and questions it cannot evaluate for a
+    word, remove nothing).
+    """
+    remaining = list(words)
+    history = [m for m in messages if m["role"] in ("assistant", "user")]
+    for i, message in enumerate(history):
+        if message["role"] != "assistant" or i + 1 >= len(history):
+            continue
+        turn = classify_turn(get_text_content(message))
+        reply = get_text_content(history[i + 1])
+        if turn.kind is TurnKind.GUESS and reply == WRONG_GUESS.format(guess=turn.text):
+            remaining = [w for w in remaining if w != turn.text]
+        elif turn.kind is TurnKind.QUESTION:
+            answer = _reply_answer(reply)
+            if answer in (Answer.YES, Answer.NO):
+                understanding = understand(turn.text, kb)
+                remaining = [
+                    w
+                    for w in remaining
+                    if w not in kb.table or understanding.evaluate(kb, w) in (answer, Answer.UNKNOWN)
+                ]
+    return remaining
+
+
 @dataclass(frozen=True)
 class KBOptimalPlayer(MessageCompleter):
     """Asks the most discriminating attribute questions, then guesses (see the module docstring)."""
@@ -61,26 +89,7 @@ class KBOptimalPlayer(MessageCompleter):
 
     def remaining(self, messages: Sequence[Message]) -> list[str]:
         """The candidates consistent with the conversation so far (in candidate order)."""
-        remaining = list(self.candidates or self.kb.words)
-        history = [m for m in messages if m["role"] in ("assistant", "user")]
-        for i, message in enumerate(history):
-            if message["role"] != "assistant" or i + 1 >= len(history):
-                continue
-            turn = classify_turn(get_text_content(message))
-            reply = get_text_content(history[i + 1])
-            if turn.kind is TurnKind.GUESS and reply == WRONG_GUESS.format(guess=turn.text):
-                remaining = [w for w in remaining if w != turn.text]
-            elif turn.kind is TurnKind.QUESTION:
-                answer = _reply_answer(reply)
-                if answer in (Answer.YES, Answer.NO):
-                    understanding = understand(turn.text, self.kb)
-                    remaining = [
-                        w
-                        for w in remaining
-                        if w not in self.kb.table
-                        or understanding.evaluate(self.kb, w) in (answer, Answer.UNKNOWN)
-                    ]
-        return remaining
+        return consistent_words(self.candidates or self.kb.words, messages, self.kb)
 
     def next_text(self, messages: Sequence[Message]) -> str:
         """The player's next message."""
@@ -126,7 +135,7 @@ class HalvingPlayer(MessageCompleter):
     """Binary search over the candidates with set questions (see the module docstring).
 
     Which words are still possible comes from the conversation through the same reading of the
-    answers as :class:`KBOptimalPlayer` (so a word the KB answerer reads as an attribute, e.g.
+    answers as :class:`KBOptimalPlayer` (:func:`consistent_words`; so a word the KB answerer reads as an attribute, e.g.
     "water", stays consistent with the answers it gave).
     """
 
@@ -143,8 +152,7 @@ class HalvingPlayer(MessageCompleter):
 
     def next_text(self, messages: Sequence[Message]) -> str:
         """The player's next message."""
-        reader = KBOptimalPlayer(self.candidates, self.max_questions, self.kb)
-        remaining = reader.remaining(messages) or list(self.candidates)
+        remaining = consistent_words(self.candidates, messages, self.kb) or list(self.candidates)
         turns_left = self.max_questions - sum(1 for m in messages if m["role"] == "assistant")
         if len(remaining) <= 2 or turns_left <= 1:
             return f"Guess: {remaining[0]}"
