@@ -132,6 +132,15 @@ def test_always_wrong_runs_out_of_turns(renderer, answerer):
     assert record.messages[2]["content"] == "No, it is not cat."
 
 
+@pytest.mark.parametrize("answerer", ["kb", "llm"])
+def test_questions_earn_the_question_reward(renderer, answerer):
+    env = make_env(renderer, answerer, max_questions=3, question_reward=-0.05)
+    record = asyncio.run(play_env(env, FixedPlayer(("Is it alive?", "Guess: cat", "Is it big?"))))
+    assert record.rewards == [-0.05, 0.0, -0.05]
+    assert record.metrics[Metric.QUESTIONS] == 2.0
+    assert record.stop_reason == StopReason.MAX_TURNS
+
+
 def test_max_guesses_ends_the_game_lost(renderer):
     env = make_env(renderer, max_questions=10, max_guesses=2)
     record = asyncio.run(play_env(env, FixedPlayer(("Guess: cat", "Is it alive?", "Guess: cow"))))
@@ -590,7 +599,12 @@ TEXTS = st.sampled_from(
 )
 def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
     config = TwentyQuestionsConfig(
-        max_questions=6, wrong_guess_reward=-0.2, format_penalty=0.1, fault_penalty=0.3, max_guesses=3
+        max_questions=6,
+        wrong_guess_reward=-0.2,
+        question_reward=-0.05,
+        format_penalty=0.1,
+        fault_penalty=0.3,
+        max_guesses=3,
     )
     env = TwentyQuestionsEnv(renderer, SECRET, KBAnswerer(), config)
 
@@ -621,6 +635,7 @@ def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
     expected = (
         m[Metric.WIN] * 1.0
         - 0.2 * m[Metric.WRONG_GUESSES]
+        - 0.05 * m[Metric.QUESTIONS]
         - 0.1 * m[Metric.FORMAT_VIOLATIONS]
         - 0.3 * m[Metric.FAULTS]
     )

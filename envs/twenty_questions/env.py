@@ -11,6 +11,8 @@ Rewards (all configurable in :class:`TwentyQuestionsConfig`), given on the step 
   on the first turn earns the whole bonus); the episode ends (``stop/completed``).
 - wrong guess: ``wrong_guess_reward``; the player is told "No, it is not <word>." and plays on,
   unless ``max_guesses`` wrong guesses have been made (then the episode ends, ``stop/completed``).
+- a question: ``question_reward`` (0 by default; negative makes asking cost something), and the
+  answerer's reply.
 - a turn that is neither one question nor one guess: ``-format_penalty``, and the player is
   reminded of the format; the episode goes on.
 - a faulty action (truncated by ``max_tokens``, empty, invalid UTF-8, unparseable): ``-fault_penalty``
@@ -115,6 +117,8 @@ class TwentyQuestionsConfig:
     """Extra reward for winning early: ``efficiency_bonus * (max_questions - turns_before) / max_questions``."""
     wrong_guess_reward: float = 0.0
     """Reward of a wrong guess (e.g. negative to discourage guessing every candidate)."""
+    question_reward: float = 0.0
+    """Reward of a question (e.g. negative: a cost of asking, for settings where asking cannot help)."""
     max_guesses: int | None = None
     """Wrong guesses allowed before the game is lost (None: any number, within the turn budget)."""
     format_penalty: float = 0.1
@@ -276,6 +280,7 @@ class TwentyQuestionsGame:
             stats.answers[result.answer] += 1
             stats.fallbacks += int(result.fallback)
             logs.update(question=parsed.text, answer=str(result.answer), answerer_raw=result.raw)
+            reward = cfg.question_reward
             reply = result.text
         else:
             stats.format_violations += 1
