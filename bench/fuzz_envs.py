@@ -25,7 +25,7 @@ from envs.gym import ENV_IDS, env_source
 
 def main(argv: list[str] | None = None) -> int:
     """Fuzz the chosen envs; print one line per env and the total line. Exit 1 on a crash."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--actions", type=int, default=10_000, help="actions per env (default 10000)")
     parser.add_argument("--env", action="append", help="a turngym/ id (repeatable; default: all)")
     parser.add_argument("--seed", type=int, default=0)

@@ -113,7 +113,7 @@ async def run(config: GraderConfig, n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=64, help="gradings (4 of them pathological)")
     parser.add_argument("--workers", type=int, default=2, help="grader worker processes")
     parser.add_argument("--timeout", type=float, default=2.0, help="hard timeout per check, seconds")

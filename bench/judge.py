@@ -51,9 +51,8 @@ async def prepare(builders: list[PairwiseGroupBuilder]) -> list[list]:
             await env.initial_observation()
             renderer = env.renderer
             text = f"Answer {k} to question {g}." + " more" * k
-            tokens = renderer.tokenizer.encode(text, add_special_tokens=False) + list(
-                renderer.get_stop_sequences()
-            )
+            stops = [t for t in renderer.get_stop_sequences() if isinstance(t, int)]
+            tokens: list[int] = list(renderer.tokenizer.encode(text, add_special_tokens=False)) + stops
             await env.step(tokens)
         groups.append(envs)
     return groups
@@ -78,7 +77,7 @@ async def run(builders: list[PairwiseGroupBuilder], groups: list[list], *, group
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=50.0)

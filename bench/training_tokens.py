@@ -172,7 +172,7 @@ def count(name: str, renderer: Renderer, conv: list[Message]) -> Count:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--period", type=int, default=4)
     args = parser.parse_args(argv)
