@@ -4,6 +4,9 @@ Both run ``forward_backward`` (cross-entropy, summed) on the same padded batch w
 setup; tokens/s are compared, alternating the two to share machine noise. Also reports the max
 abs gap between sampler logprobs and training ``forward`` logprobs on the same tokens.
 
+Also times the same batch as RL datums (``importance_sampling``, advantages zero on the first 70%
+of each sequence, like observation tokens) with float32 and with ``compute_dtype="bfloat16"``.
+
 Run: ``nice .venv/bin/python bench/local_trainer.py [--quick]``. The last line is
 ``ratio_vs_plain_torch=<z>`` (goal >= 0.9).
 """
@@ -106,13 +109,42 @@ def main() -> int:
     print(f"local forward_backward: {ours_tps:.1f} tok/s")
     print(f"plain torch+peft: {plain_tps:.1f} tok/s")
 
+    # RL datums: observation positions (advantage 0) skip the unembedding's graph; bf16 autocast.
+    rl_data = [
+        types.Datum(
+            model_input=types.ModelInput.from_ints(s[:-1]),
+            loss_fn_inputs={  # type: ignore[dict-item]
+                "target_tokens": s[1:],
+                "logprobs": [-2.0] * (len(s) - 1),
+                "advantages": [0.0 if i < 0.7 * len(s) else 0.5 for i in range(len(s) - 1)],
+            },
+        )
+        for s in seqs
+    ]
+    bf16_trainer = (
+        LocalServiceClient(compute_dtype="bfloat16")
+        .create_lora_training_client(SMOLLM2, rank=rank, seed=0)
+        .result()
+    )
+    rl_times = {"float32": 0.0, "bfloat16": 0.0}
+    for client in (trainer, bf16_trainer):  # warm-up
+        client.forward_backward(rl_data, "importance_sampling").result()
+    for _ in range(reps):
+        for name, client in (("float32", trainer), ("bfloat16", bf16_trainer)):
+            t0 = time.perf_counter()
+            client.forward_backward(rl_data, "importance_sampling").result()
+            rl_times[name] += time.perf_counter() - t0
+    for name, seconds in rl_times.items():
+        print(f"local forward_backward, RL datums, {name}: {reps * tokens / seconds:.1f} tok/s")
+    print(f"ratio_bfloat16_vs_float32_rl={rl_times['float32'] / rl_times['bfloat16']:.2f}")
+
     # Sampler vs training forward logprobs on the same tokens.
     sampler = trainer.save_weights_and_get_sampling_client().result()
-    p = tok.encode(
-        tok.apply_chat_template(
-            [{"role": "user", "content": "Hi!"}], add_generation_prompt=True, tokenize=False
-        )
+    chat = tok.apply_chat_template(
+        [{"role": "user", "content": "Hi!"}], add_generation_prompt=True, tokenize=False
     )
+    assert isinstance(chat, str)
+    p = tok.encode(chat)
     seq = sampler.sample(
         types.ModelInput.from_ints(p), 1, types.SamplingParams(max_tokens=16, seed=0)
     ).result()
@@ -121,9 +153,10 @@ def main() -> int:
     fwd = trainer.forward(
         [
             types.Datum(
-                model_input=types.ModelInput.from_ints(full[:-1]), loss_fn_inputs={"target_tokens": full[1:]}
+                model_input=types.ModelInput.from_ints(full[:-1]),
+                loss_fn_inputs={"target_tokens": full[1:]},  # type: ignore[dict-item]
             )
-        ],  # type: ignore[dict-item]
+        ],
         "cross_entropy",
     ).result()
     train_lp = fwd.loss_fn_outputs[0]["logprobs"].tolist()[len(p) - 1 :]

@@ -54,6 +54,8 @@ BENCH_DEFAULTS = {
     "candidates": "8",
     "max_questions": "4",
     "wrong_guess_reward": "0.0",
+    "question_reward": "0.0",  # asking is the point here (the easy default charges for it)
+    "local_compute_dtype": "float32",  # as measured (the easy default uses bfloat16)
     "learning_rate": "1e-4",
     "batch_size": "4",
     "group_size": "8",

@@ -316,6 +316,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "training": [
         "BackendName",
+        "ComputeDtype",
         "Config",
         "ConfigError",
         "LRSchedule",

@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from training._cli import ConfigError, parse_config, run_cli
-from training._config import BackendName, Config, LossFnName, LRSchedule
+from training._config import BackendName, ComputeDtype, Config, LossFnName, LRSchedule
 
 if TYPE_CHECKING:
     from training._loop import RunFolderError, RunSummary, WarmStart, train, train_async
@@ -65,6 +65,7 @@ _LAZY = {
 
 __all__ = [
     "BackendName",
+    "ComputeDtype",
     "Config",
     "ConfigError",
     "LRSchedule",

@@ -59,7 +59,7 @@ class Config:
     """Local backend: KV-cache tokens kept for prompt-prefix reuse per sampler."""
     local_compute_dtype: ComputeDtype = "float32"
     """Local backend: ``bfloat16`` samples with bfloat16 weights and trains under bfloat16
-    autocast (LoRA weights and Adam stay float32): ~2x faster training and prefill on CPUs with
+    autocast (LoRA weights and Adam stay float32): 1.6-2.3x faster training and prefill on CPUs with
     native bfloat16, at the price of ~1e-2 sampler-vs-trainer logprob gaps (``optim/kl_*``)."""
     lora_rank: int = 16
     """LoRA rank of the trained adapter."""

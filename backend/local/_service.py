@@ -389,7 +389,7 @@ class LocalServiceClient:
         lora_alpha: LoRA alpha of new training clients (default ``2 * rank``).
         compute_dtype: ``"float32"`` (default: sampler and trainer logprobs agree to ~1e-5) or
             ``"bfloat16"``: samplers hold bfloat16 weights and training passes run under bfloat16
-            autocast (LoRA weights, gradients and AdamW stay float32). About 2x faster training
+            autocast (LoRA weights, gradients and AdamW stay float32). 1.6-2.3x faster training
             and prefill on CPUs with native bfloat16 (AVX512-BF16, AMX); sampler and trainer
             logprobs then differ by ~1e-2 per token, which the KL metrics report.
     """

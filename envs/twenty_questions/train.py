@@ -3,25 +3,30 @@
 With no arguments: the easy setting on the local backend with the embedded SmolLM2-135M
 (offline): 4 candidate words listed in the prompt, 4 turns, the deterministic KB answerer,
 LoRA rank 16 on every linear layer, lr 1e-3 (AdamW, grad clip 1.0), 4 words x 8 games per step
-at temperature 1, 16 tokens per turn, constant-reward groups skipped, 20 steps. Held-out
-evaluation (64 games: 16 held-out words x 4, the same games every time) before training, after
-step 10 and at the end.
+at temperature 1, 16 tokens per turn, constant-reward groups skipped, 25 steps, bfloat16 compute
+(``local_compute_dtype``: training passes 1.6-2.3x faster than float32 here). Held-out evaluation
+(64 games: 16 held-out words x 4, the same games every time) before training, after steps 10
+and 20 and at the end.
 
 Rewards: 1 for the right guess; -0.1 (``format_penalty``) for a turn that is neither a question
-nor a guess. A turn cut at 16 tokens (``play_truncated=true``, the default here) is played as
-written: its first guess or question counts, and it is closed with the end-of-turn token, so
-the episode still trains as one sequence. Why: 16 tokens truncate ~90% of the untrained model's
-turns, often after a correct ``Guess: <word>``. An earlier default ended the game on truncation
-(-0.1, ``fault_penalty``) with no format penalty; its measured run went from 0/64 to 64/64 held-out
-wins in 10 steps, but a rerun from a fresh clone collapsed to zero-reward non-answers (constant
-groups, nothing to learn): ending on truncation hides the early wins that drive learning.
-Measured runs of this default (2 cores): one from a fresh clone learned slowly and noisily
-(held-out 0/64 -> 0.16 after 10 steps; training win 0.62 at step 8, then 0.1-0.3); the next one
-(evaluating every 5 steps) went 1/64 -> 0.36 (step 5) -> 0.66 (10) -> 0.69 (15) -> 0.81 (20)
-held-out, in 28 minutes with another job on the machine for the first steps. The policy learns
-to enumerate the candidates (``Guess: <word>``, no questions): with 4 candidates in 4 turns
-that always wins. Runs differ although the seed is fixed (the sampler draws unseeded), so
-treat a single run's curve as one draw.
+nor a guess; -0.05 (``question_reward``) for a question. Why charge for asking: with 4
+candidates in 4 turns, guessing them in turn always wins, so a question can never help here; and
+without the cost a run can settle on "ask anything" (a question scores 0, a ramble -0.1, and the
+untrained model asks ten times more often than it guesses), where wins, and so learning, become
+rare (measured: a run at step 4 asked 3.2 questions per game and had won nothing). Learning to ask
+is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates, 4 turns, no cost).
+A turn cut at 16 tokens (``play_truncated=true``) is played as written: its first guess or
+question counts, and it is closed with the end-of-turn token, so the episode still trains as one
+sequence (16 tokens truncate ~90% of the untrained model's turns, often after a correct
+``Guess: <word>``).
+
+Measured (2 idle cores, 2026-12-03): without the question cost and in float32, 20 steps took 15.1
+min and ended at 0.81 held-out (0 -> 0.36 at step 10); another draw of that setting, in bfloat16,
+was asking on every turn with no win by step 4 (stopped). With the cost, in bfloat16: 0 -> 0.72
+(step 10) -> 0.83 (step 20) in 10.9 min; the remaining losses guessed words outside the list,
+hence 25 steps by default. The learned policy enumerates the candidates (``Guess: <word>``).
+Runs differ although the seed is fixed (the sampler draws unseeded), so treat a single run's
+curve as one draw.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``...), plus the game's keys below
@@ -50,7 +55,8 @@ class TwentyQuestionsTrainConfig(training.Config):
     # --- loop defaults for this env (the easy, ~15-minute local setting) --------------------
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 16
-    max_steps: int = 20
+    max_steps: int = 25
+    local_compute_dtype: training.ComputeDtype = "bfloat16"
     eval_every: int = 10
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
@@ -74,6 +80,9 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Extra reward for winning early (scaled by the turns left)."""
     wrong_guess_reward: float = 0.0
     """Reward of a wrong guess."""
+    question_reward: float = -0.05
+    """Reward of a question (see the module docstring: asking cannot help when ``candidates <=
+    max_questions``, and a small cost keeps the policy off the "ask anything" plateau)."""
     max_guesses: int | None = None
     """Wrong guesses allowed before the game is lost (None: any number)."""
     format_penalty: float = 0.1
@@ -93,6 +102,7 @@ class TwentyQuestionsTrainConfig(training.Config):
             win_reward=self.win_reward,
             efficiency_bonus=self.efficiency_bonus,
             wrong_guess_reward=self.wrong_guess_reward,
+            question_reward=self.question_reward,
             max_guesses=self.max_guesses,
             format_penalty=self.format_penalty,
             fault_penalty=self.fault_penalty,
