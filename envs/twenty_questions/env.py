@@ -129,6 +129,9 @@ class TwentyQuestionsConfig:
     """Play a turn cut by ``max_tokens`` as written (its first guess or question counts; otherwise
     the format penalty) instead of ending the game with the fault penalty. The turn is closed
     with the end-of-turn token, so the token history still extends (one datum per episode)."""
+    truncation_penalty: float = 0.0
+    """Subtracted for a truncated turn that is played (``play_truncated``): a cost of not
+    finishing the turn, on top of whatever the turn earns as a guess, question or violation."""
     max_trajectory_tokens: int | None = None
     """Observation length cap (see ``envs.core.EnvLimits``); None: no cap."""
     prompt: str = PLAYER_PROMPT
@@ -142,8 +145,10 @@ class TwentyQuestionsConfig:
             raise ValueError(f"candidates must be >= 0, got {self.candidates}")
         if self.max_guesses is not None and self.max_guesses < 1:
             raise ValueError(f"max_guesses must be >= 1 or None, got {self.max_guesses}")
-        if self.format_penalty < 0 or self.fault_penalty < 0:
-            raise ValueError("format_penalty and fault_penalty are amounts subtracted: they must be >= 0")
+        if self.format_penalty < 0 or self.fault_penalty < 0 or self.truncation_penalty < 0:
+            raise ValueError(
+                "format_penalty, fault_penalty and truncation_penalty are amounts subtracted: they must be >= 0"
+            )
         try:
             self.prompt.format(candidates="", max_questions=1)
         except (KeyError, IndexError, ValueError) as e:
@@ -319,7 +324,7 @@ class TwentyQuestionsEnv(ChatEnv):
             faults={
                 fault: FaultPolicy(reward=-config.fault_penalty, end_episode=True)
                 if not (fault is Fault.TRUNCATED and config.play_truncated)
-                else FaultPolicy(reward=0.0, end_episode=False)
+                else FaultPolicy(reward=-config.truncation_penalty, end_episode=False)
                 for fault in Fault
             },
         )

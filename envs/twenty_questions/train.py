@@ -91,6 +91,8 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Subtracted for an unparseable turn (which ends the game), and a truncated one unless played."""
     play_truncated: bool = True
     """Play a turn cut by ``max_tokens`` as written instead of ending the game (module docstring)."""
+    truncation_penalty: float = 0.0
+    """Subtracted for a played truncated turn (a cost of not finishing the turn)."""
 
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
@@ -107,6 +109,7 @@ class TwentyQuestionsTrainConfig(training.Config):
             format_penalty=self.format_penalty,
             fault_penalty=self.fault_penalty,
             play_truncated=self.play_truncated,
+            truncation_penalty=self.truncation_penalty,
         )
         return TwentyQuestionsDatasetBuilder(
             batch_size=self.batch_size,
