@@ -291,3 +291,21 @@ def test_time_budget_stops_early_with_a_checkpoint_and_a_final_eval(tmp_path: Pa
     assert _steps(tmp_path, "eval.jsonl") == [0, 1]
     record = last_checkpoint(tmp_path)
     assert record is not None and record.batch == 1
+
+
+def test_lr_scale_by_signal_scales_each_step_by_its_informative_groups(tmp_path: Path) -> None:
+    config = ToyConfig(
+        log_path=str(tmp_path),
+        max_steps=4,
+        eval_every=0,
+        progress=False,
+        batch_size=4,
+        lr_scale_by_signal=True,
+    )
+    training.train(config)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert len(rows) == 4
+    for row in rows:
+        fraction = row["groups/trained"] / row["groups/total"]
+        assert row["optim/lr"] == pytest.approx(config.learning_rate * fraction)
+    assert any(r["groups/trained"] < r["groups/total"] for r in rows)  # some step was scaled down

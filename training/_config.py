@@ -73,6 +73,11 @@ class Config:
     """Peak Adam learning rate."""
     lr_schedule: LRSchedule = "constant"
     """Learning-rate schedule over ``max_steps``."""
+    lr_scale_by_signal: bool = False
+    """Scale each step's learning rate by the fraction of its groups whose rewards are not all
+    equal. Adam normalises the gradient, so a step that trains on one informative group moves
+    the weights as far as a step that trains on all of them; late in a run, when most groups are
+    constant, those small-evidence steps random-walk the policy away from what it learned."""
     beta1: float = 0.9
     """Adam beta1."""
     beta2: float = 0.999

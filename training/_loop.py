@@ -342,13 +342,16 @@ class _Run:
             win_metric=config.win_metric,
         )
         groups: list[TrajectoryGroup] = batch.groups
+        informative = [g for g in groups if not _all_same(g.get_total_rewards())]
         if config.remove_constant_reward_groups:
-            groups = [g for g in groups if not _all_same(g.get_total_rewards())]
+            groups = informative
         metrics["groups/trained"] = float(len(groups))
         datums, assembly = to_datums(groups) if groups else ([], {})
         metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
         lr = config.lr_at(step)
+        if config.lr_scale_by_signal and batch.groups:
+            lr *= len(informative) / len(batch.groups)
         metrics["optim/lr"] = lr
         t_train = time.monotonic()
         if datums:
