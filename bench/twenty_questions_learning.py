@@ -56,6 +56,8 @@ BENCH_DEFAULTS = {
     "wrong_guess_reward": "0.0",
     "question_reward": "0.0",  # asking is the point here (the easy default charges for it)
     "local_compute_dtype": "float32",  # as measured (the easy default uses bfloat16)
+    "truncation_penalty": "0.0",  # as measured (the easy default charges 0.05)
+    "lr_schedule": "constant",  # as measured (the easy default decays)
     "learning_rate": "1e-4",
     "batch_size": "4",
     "group_size": "8",

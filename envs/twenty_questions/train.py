@@ -2,31 +2,36 @@
 
 With no arguments: the easy setting on the local backend with the embedded SmolLM2-135M
 (offline): 4 candidate words listed in the prompt, 4 turns, the deterministic KB answerer,
-LoRA rank 16 on every linear layer, lr 1e-3 (AdamW, grad clip 1.0), 4 words x 8 games per step
-at temperature 1, 16 tokens per turn, constant-reward groups skipped, 25 steps, bfloat16 compute
-(``local_compute_dtype``: training passes 1.6-2.3x faster than float32 here). Held-out evaluation
-(64 games: 16 held-out words x 4, the same games every time) before training, after steps 10
-and 20 and at the end.
+LoRA rank 16 on every linear layer, AdamW (grad clip 1.0) at lr 1e-3 decaying linearly to 0 over
+25 steps, 4 words x 8 games per step at temperature 1, 16 tokens per turn, constant-reward
+groups skipped, bfloat16 compute (``local_compute_dtype``: training passes 1.6-2.3x faster than
+float32 here). Held-out evaluation (64 games: 16 held-out words x 4, the same games every time)
+before training, after steps 10 and 20 and at the end.
 
 Rewards: 1 for the right guess; -0.1 (``format_penalty``) for a turn that is neither a question
-nor a guess; -0.05 (``question_reward``) for a question. Why charge for asking: with 4
-candidates in 4 turns, guessing them in turn always wins, so a question can never help here; and
-without the cost a run can settle on "ask anything" (a question scores 0, a ramble -0.1, and the
-untrained model asks ten times more often than it guesses), where wins, and so learning, become
-rare (measured: a run at step 4 asked 3.2 questions per game and had won nothing). Learning to ask
-is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates, 4 turns, no cost).
-A turn cut at 16 tokens (``play_truncated=true``) is played as written: its first guess or
+nor a guess; -0.05 (``question_reward``) for a question; -0.05 (``truncation_penalty``) for a
+turn cut at 16 tokens, which is still played as written (``play_truncated``: its first guess or
 question counts, and it is closed with the end-of-turn token, so the episode still trains as one
-sequence (16 tokens truncate ~90% of the untrained model's turns, often after a correct
-``Guess: <word>``).
+sequence; 16 tokens cut ~90% of the untrained model's turns, often after a correct
+``Guess: <word>``). Why charge for asking: with 4 candidates in 4 turns, guessing them in turn
+always wins, so a question cannot help here, and without the cost a run can settle on "ask
+anything" (a question scores 0, a ramble -0.1, and the untrained model asks far more often than
+it guesses), where wins, and so learning, become rare. Learning to ask is the separate setting of
+``bench/twenty_questions_learning.py`` (8 candidates, 4 turns, no cost). Why charge for
+truncation: without it the policy keeps its 16-token rambles ("Guess: kangaroo Guess: cactus
+Guess: ...") and every step samples and trains ~3x the tokens. Why the decay: at a constant
+1e-3 the held-out win rate peaked mid-run and then drifted down (late steps train on one or two
+informative groups, and Adam moves the weights as far as with four).
 
-Measured (2 idle cores, 2026-12-03): without the question cost and in float32, 20 steps took 15.1
-min and ended at 0.81 held-out (0 -> 0.36 at step 10); another draw of that setting, in bfloat16,
-was asking on every turn with no win by step 4 (stopped). With the cost, in bfloat16: 0 -> 0.72
-(step 10) -> 0.83 (step 20) in 10.9 min; the remaining losses guessed words outside the list,
-hence 25 steps by default. The learned policy enumerates the candidates (``Guess: <word>``).
-Runs differ although the seed is fixed (the sampler draws unseeded), so treat a single run's
-curve as one draw.
+Measured (2 idle cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
+- float32, no question or truncation cost, constant lr, 20 steps: 0 / 0.36 / 0.81, 15.1 min;
+  another draw (bfloat16) asked on every turn with no win by step 4 (stopped);
+- question cost, constant lr: 0 / 0.72 / 0.83 (20 steps, 10.9 min); from a fresh clone with
+  25 steps: 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min;
+- question and truncation costs, constant lr, 25 steps: 0 / 0.94 / 0.89 / 0.83 in 9.9 min; with
+  ``lr_scale_by_signal``: 0 / 0.64 / 0.78 / 0.80 in 11.8 min.
+The learned policy enumerates the candidates (``Guess: <word>``). Runs differ although the seed is
+fixed (the sampler draws unseeded), so treat a single run's curve as one draw.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``...), plus the game's keys below
@@ -56,6 +61,7 @@ class TwentyQuestionsTrainConfig(training.Config):
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 16
     max_steps: int = 25
+    lr_schedule: training.LRSchedule = "linear"
     local_compute_dtype: training.ComputeDtype = "bfloat16"
     eval_every: int = 10
     eval_batches: int | None = 1
@@ -91,8 +97,9 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Subtracted for an unparseable turn (which ends the game), and a truncated one unless played."""
     play_truncated: bool = True
     """Play a turn cut by ``max_tokens`` as written instead of ending the game (module docstring)."""
-    truncation_penalty: float = 0.0
-    """Subtracted for a played truncated turn (a cost of not finishing the turn)."""
+    truncation_penalty: float = 0.05
+    """Subtracted for a played truncated turn (a cost of not finishing the turn; see the module
+    docstring)."""
 
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
