@@ -2,34 +2,33 @@
 
 With no arguments: the easy setting on the local backend with the embedded SmolLM2-135M
 (offline): 4 candidate words listed in the prompt, 4 turns, the deterministic KB answerer,
-LoRA rank 16 on every linear layer, AdamW (grad clip 1.0) at lr 1e-3 decaying linearly to 0 over
-25 steps, 4 words x 8 games per step at temperature 1, 16 tokens per turn, constant-reward
-groups skipped, bfloat16 compute (``local_compute_dtype``: training passes 1.6-2.3x faster than
-float32 here). Held-out evaluation (64 games: 16 held-out words x 4, the same games every time)
-before training, after steps 10 and 20 and at the end.
+LoRA rank 16 on every linear layer, lr 1e-3 (AdamW, grad clip 1.0), 4 words x 8 games per step
+at temperature 1, 16 tokens per turn, constant-reward groups skipped, 25 steps, bfloat16 compute
+(``local_compute_dtype``: training passes 1.6-2.3x faster than float32 here). Held-out
+evaluation (64 games: 16 held-out words x 4, the same games every time) before training, after
+steps 10 and 20 and at the end.
 
 Rewards: 1 for the right guess; -0.1 (``format_penalty``) for a turn that is neither a question
-nor a guess; -0.05 (``question_reward``) for a question; -0.05 (``truncation_penalty``) for a
-turn cut at 16 tokens, which is still played as written (``play_truncated``: its first guess or
-question counts, and it is closed with the end-of-turn token, so the episode still trains as one
-sequence; 16 tokens cut ~90% of the untrained model's turns, often after a correct
-``Guess: <word>``). Why charge for asking: with 4 candidates in 4 turns, guessing them in turn
-always wins, so a question cannot help here, and without the cost a run can settle on "ask
-anything" (a question scores 0, a ramble -0.1, and the untrained model asks far more often than
-it guesses), where wins, and so learning, become rare. Learning to ask is the separate setting of
-``bench/twenty_questions_learning.py`` (8 candidates, 4 turns, no cost). Why charge for
-truncation: without it the policy keeps its 16-token rambles ("Guess: kangaroo Guess: cactus
-Guess: ...") and every step samples and trains ~3x the tokens. Why the decay: at a constant
-1e-3 the held-out win rate peaked mid-run and then drifted down (late steps train on one or two
-informative groups, and Adam moves the weights as far as with four).
+nor a guess; -0.05 (``question_reward``) for a question. Why charge for asking: with 4
+candidates in 4 turns, guessing them in turn always wins, so a question cannot help here, and
+without the cost a run can settle on "ask anything" (a question scores 0, a ramble -0.1, and the
+untrained model asks far more often than it guesses), where wins, and so learning, become rare.
+Learning to ask is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates,
+4 turns, no cost). A turn cut at 16 tokens is played as written (``play_truncated``: its first
+guess or question counts, and it is closed with the end-of-turn token, so the episode still
+trains as one sequence; 16 tokens cut ~90% of the untrained model's turns, often after a correct
+``Guess: <word>``).
 
-Measured (2 idle cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
-- float32, no question or truncation cost, constant lr, 20 steps: 0 / 0.36 / 0.81, 15.1 min;
-  another draw (bfloat16) asked on every turn with no win by step 4 (stopped);
-- question cost, constant lr: 0 / 0.72 / 0.83 (20 steps, 10.9 min); from a fresh clone with
-  25 steps: 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min;
-- question and truncation costs, constant lr, 25 steps: 0 / 0.94 / 0.89 / 0.83 in 9.9 min; with
-  ``lr_scale_by_signal``: 0 / 0.64 / 0.78 / 0.80 in 11.8 min.
+Measured (2 cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
+- this default, from a fresh clone (``make train``): 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min
+  (tests ran beside it for a while); at 20 steps on an idle machine: 0 / 0.72 / 0.83, 10.9 min;
+- float32, no question cost, 20 steps: 0 / 0.36 / 0.81 in 15.1 min; another draw (bfloat16)
+  asked on every turn with no win by step 4 (stopped);
+- plus ``truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min (turns get short, so
+  steps are cheap); with ``lr_scale_by_signal=true`` too: 0 / 0.64 / 0.78 / 0.80 in 11.8 min;
+  with ``lr_schedule=linear`` instead: 0 / 0.09 / 0.58 (stopped at step 20): that draw first
+  learned short questions (-0.05 beats a cut ramble at -0.15) and found guessing late, with the
+  rate already decayed. So the default charges neither.
 The learned policy enumerates the candidates (``Guess: <word>``). Runs differ although the seed is
 fixed (the sampler draws unseeded), so treat a single run's curve as one draw.
 
@@ -61,7 +60,6 @@ class TwentyQuestionsTrainConfig(training.Config):
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 16
     max_steps: int = 25
-    lr_schedule: training.LRSchedule = "linear"
     local_compute_dtype: training.ComputeDtype = "bfloat16"
     eval_every: int = 10
     eval_batches: int | None = 1
@@ -97,9 +95,9 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Subtracted for an unparseable turn (which ends the game), and a truncated one unless played."""
     play_truncated: bool = True
     """Play a turn cut by ``max_tokens`` as written instead of ending the game (module docstring)."""
-    truncation_penalty: float = 0.05
+    truncation_penalty: float = 0.0
     """Subtracted for a played truncated turn (a cost of not finishing the turn; see the module
-    docstring)."""
+    docstring for why the default does not charge it)."""
 
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
