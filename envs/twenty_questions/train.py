@@ -20,8 +20,9 @@ trains as one sequence; 16 tokens cut ~90% of the untrained model's turns, often
 ``Guess: <word>``).
 
 Measured (2 cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
-- this default, from a fresh clone (``make train``): 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min
-  (tests ran beside it for a while); at 20 steps on an idle machine: 0 / 0.72 / 0.83, 10.9 min;
+- this default, from a fresh clone (``make train``, idle machine): 0 / 0.56 / 0.83 / 0.88 in
+  13.9 min (15.3 min with the set-up); an earlier fresh clone: 0.02 / 0.36 / 0.83 / 0.84 in
+  18.6 min (tests ran beside it for a while); at 20 steps: 0 / 0.72 / 0.83 in 10.9 min;
 - float32, no question cost, 20 steps: 0 / 0.36 / 0.81 in 15.1 min; another draw (bfloat16)
   asked on every turn with no win by step 4 (stopped);
 - plus ``truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min (turns get short, so
