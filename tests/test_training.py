@@ -294,12 +294,14 @@ def test_time_budget_stops_early_with_a_checkpoint_and_a_final_eval(tmp_path: Pa
 
 
 def test_lr_scale_by_signal_scales_each_step_by_its_informative_groups(tmp_path: Path) -> None:
-    config = ToyConfig(
+    config = ToyConfig(  # pairs of one-turn games: a group is constant with probability ~1/2
         log_path=str(tmp_path),
         max_steps=4,
         eval_every=0,
         progress=False,
         batch_size=4,
+        group_size=2,
+        turns=1,
         lr_scale_by_signal=True,
     )
     training.train(config)
