@@ -60,6 +60,10 @@ def weighted_positions(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
     return need
 
 
+def _logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return -torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+
+
 class TrainerCore:
     """The trainable LoRA model behind a local training client.
 
@@ -188,27 +192,22 @@ class TrainerCore:
             ids[row, :n] = torch.tensor(item.tokens)
             mask[row, :n] = 1
             targets[row, :n] = item.inputs["target_tokens"]
-        if not (grad_only_where_weighted and torch.is_grad_enabled()):
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-            lp = -torch.nn.functional.cross_entropy(
-                logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
-            ).reshape(len(chunk), length)
-            return lp * mask
+        # Positions with a graph: every real one, or with grad_only_where_weighted only the
+        # weighted ones (under no_grad nothing gets a graph either way).
+        graph = mask.bool()
+        if grad_only_where_weighted:
+            for row, item in enumerate(chunk):
+                graph[row, : len(item.tokens)] &= weighted_positions(item.inputs)
+        rest = mask.bool() & ~graph
         causal_lm: Any = self.model.get_base_model()
-        decoder = causal_lm.get_decoder()
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
-        weighted = torch.zeros((len(chunk), length), dtype=torch.bool)
-        for row, item in enumerate(chunk):
-            weighted[row, : len(item.tokens)] = weighted_positions(item.inputs)
-        rest = mask.bool() & ~weighted
+        hidden = causal_lm.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        unembed = causal_lm.get_output_embeddings()
         lp = torch.zeros((len(chunk), length))
-        if bool(weighted.any()):
-            lp = lp.index_put(
-                weighted.nonzero(as_tuple=True), self._unembed_logprobs(hidden[weighted], targets[weighted])
-            )
+        if bool(graph.any()):
+            lp = lp.index_put(graph.nonzero(as_tuple=True), _logprobs(unembed(hidden[graph]), targets[graph]))
         if bool(rest.any()):
             with torch.no_grad():
-                values = self._unembed_logprobs(hidden[rest], targets[rest])
+                values = _logprobs(unembed(hidden[rest]), targets[rest])
             # Outside no_grad: an index_put made under no_grad would drop the graph built above.
             lp = lp.index_put(rest.nonzero(as_tuple=True), values)
         return lp
@@ -217,11 +216,6 @@ class TrainerCore:
         if self.compute_dtype == "bfloat16":
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
-
-    def _unembed_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        causal_lm: Any = self.model.get_base_model()
-        logits = causal_lm.get_output_embeddings()(hidden)
-        return -torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
 
     # ----------------------------------------------------------------- passes
     def forward_backward(
