@@ -95,3 +95,15 @@ def test_division_is_exact(a, b):
 def test_arbitrary_text_never_escapes(text):
     with contextlib.suppress(CalculatorError):
         evaluate(text)
+
+
+def test_the_time_budget_is_cpu_time_of_the_thread_not_wall_clock(monkeypatch):
+    """A loaded machine that preempts the evaluating thread (here: a wall clock that jumps 10 s
+    per reading) does not fail a valid expression; a real overrun of the CPU budget still does."""
+    import time
+
+    wall = iter(range(0, 10**9, 10))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(wall)))
+    assert evaluate("(2 + 3) * 4 - 6 / 3") == "18"
+    with pytest.raises(CalculatorError, match="too long"):
+        evaluate("(2 + 3) * 4 - 6 / 3", CalculatorLimits(max_seconds=-1.0))
