@@ -1,5 +1,5 @@
 # Both targets do all set-up first (idempotent): see scripts/setup.sh.
-.PHONY: setup train test lint
+.PHONY: setup train test test-deep lint
 
 setup:
 	bash scripts/setup.sh
@@ -9,6 +9,10 @@ train: setup
 
 test:
 	bash scripts/test.sh $(PYTEST_ARGS)
+
+# Every hypothesis property test at ten times its examples, fresh random draws (tests/conftest.py).
+test-deep:
+	HYPOTHESIS_PROFILE=deep bash scripts/test.sh -m property $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/pyright
