@@ -39,7 +39,7 @@ from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWith
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, StepResult
 
-from rollout import ExtensionCheck, RolloutConfig, RolloutEngine
+from rollout import EngineConfig, ExtensionCheck, RolloutEngine
 from rollout.testing import ScriptedCompleter, SyntheticGroup, cpu_work
 
 ACTION = [7, 8, 2]
@@ -128,7 +128,7 @@ async def _cookbook_batch(n_groups: int, size: int) -> tuple[float, float]:
     return dt, dc
 
 
-async def _our_batch(n_groups: int, size: int, config: RolloutConfig) -> tuple[float, float]:
+async def _our_batch(n_groups: int, size: int, config: EngineConfig) -> tuple[float, float]:
     builders = _builders(n_groups, size)
     engine = RolloutEngine(ZeroLatencyCompleter(), config)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -144,10 +144,10 @@ def throughput(repeats: int, n_groups: int, size: int) -> float:
     gc.collect()
     gc.freeze()
     steps = n_groups * size * TURNS
-    variants: dict[str, RolloutConfig] = {
-        "ours (gate 64, full check)": RolloutConfig(),
-        "ours (gate 64, boundary check)": RolloutConfig(extension_check=ExtensionCheck.BOUNDARY),
-        "ours (no gate, no check)": RolloutConfig(
+    variants: dict[str, EngineConfig] = {
+        "ours (gate 64, full check)": EngineConfig(),
+        "ours (gate 64, boundary check)": EngineConfig(extension_check=ExtensionCheck.BOUNDARY),
+        "ours (no gate, no check)": EngineConfig(
             max_concurrent_samples=None, extension_check=ExtensionCheck.OFF
         ),
     }
@@ -176,7 +176,7 @@ def throughput(repeats: int, n_groups: int, size: int) -> float:
 
 async def _latency(n_groups: int, size: int, delay: float, limit: int) -> tuple[float, float, int]:
     policy = SleepingCompleter(delay)
-    engine = RolloutEngine(policy, RolloutConfig(max_concurrent_samples=limit))
+    engine = RolloutEngine(policy, EngineConfig(max_concurrent_samples=limit))
     t0 = time.perf_counter()
     await engine.run_batch(_builders(n_groups, size))
     wall = time.perf_counter() - t0
@@ -246,7 +246,7 @@ async def _lag(n_groups: int, size: int) -> tuple[list[float], float]:
         SyntheticGroup(lambda _i: CpuRewardEnv(), size=size) for _ in range(n_groups)
     ]
     engine = RolloutEngine(
-        ScriptedCompleter(script=[ACTION], delay_s=0.020), RolloutConfig(max_concurrent_samples=64)
+        ScriptedCompleter(script=[ACTION], delay_s=0.020), EngineConfig(max_concurrent_samples=64)
     )
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:

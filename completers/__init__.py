@@ -1,27 +1,36 @@
-"""Completers: policies to sample from, over either backend, plus scripted ones for tests.
+"""Completers: the cookbook's policy interfaces and implementations, plus scripted ones for tests.
 
 - :class:`TokenCompleter`, :class:`MessageCompleter`, :class:`TokensWithLogprobs`,
   ``StopCondition``: the cookbook's interfaces, re-exported (so cookbook code accepts ours).
-- :class:`SamplingTokenCompleter`, :class:`SamplingMessageCompleter`: over any sampling client
-  with tinker's ``sample`` (``tinker.SamplingClient`` or ``backend.LocalSamplingClient``).
+- :class:`TinkerTokenCompleter`, :class:`TinkerMessageCompleter`: the cookbook's completers over a
+  sampling client, re-exported. They call ``sampling_client.sample_async``, which both
+  ``tinker.SamplingClient`` and the local backend's ``LocalSamplingClient`` have, so they serve
+  either backend (TurnGym had a copy of them; one is enough).
 - :class:`ScriptedTokenCompleter`, :class:`ScriptedMessageCompleter`: replay fixed replies, with
   optional delay / raise / hang, for tests of envs and rollouts.
+- :class:`~completers.openai_compat.OpenAICompatibleMessageCompleter` (imported from its module):
+  any OpenAI-compatible ``/chat/completions`` endpoint.
 """
 
-from tinker_cookbook.completers import MessageCompleter, StopCondition, TokenCompleter, TokensWithLogprobs
+from tinker_cookbook.completers import (
+    MessageCompleter,
+    StopCondition,
+    TinkerMessageCompleter,
+    TinkerTokenCompleter,
+    TokenCompleter,
+    TokensWithLogprobs,
+)
 
-from completers._sampling import SamplingClientLike, SamplingMessageCompleter, SamplingTokenCompleter
 from completers._scripted import ScriptedMessageCompleter, ScriptedTokenCompleter, ScriptExhaustedError
 
 __all__ = [
     "MessageCompleter",
-    "SamplingClientLike",
-    "SamplingMessageCompleter",
-    "SamplingTokenCompleter",
     "ScriptExhaustedError",
     "ScriptedMessageCompleter",
     "ScriptedTokenCompleter",
     "StopCondition",
+    "TinkerMessageCompleter",
+    "TinkerTokenCompleter",
     "TokenCompleter",
     "TokensWithLogprobs",
 ]

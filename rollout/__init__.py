@@ -3,29 +3,73 @@
 
 Abstractions:
 
-- :class:`RolloutConfig`: budgets (:class:`Budget`), error :class:`Strategy`, global concurrency
-  caps, compaction period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
+- :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
+  deadline, the error :class:`Strategy`, global concurrency caps (:class:`Gate`), compaction
+  period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
 - :class:`RolloutEngine`: ``run_batch`` (all groups, in order), ``stream`` (groups as they
-  finish), ``run_group``, ``run_rollout``. Built on anyio task groups; nothing outlives a call.
+  finish), ``run_group``, ``run_episode``. Built on anyio task groups; nothing outlives a call.
 - Results are the cookbook's own ``Trajectory`` / ``TrajectoryGroup`` (with ``rollout_errors``),
   wrapped in :class:`GroupOutcome` (accounting: requested = completed + failed) and
   :class:`BatchResult` (with :func:`summarize` metrics). :class:`TrajectoryStats` carries turns,
   extension breaks (:class:`ExtensionBreak`), datums, unique vs trained tokens.
 - :func:`assemble` + :class:`AdvantageConfig`: groups -> ``tinker.Datum`` s (cookbook's
-  ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options).
+  ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options);
+  :func:`is_constant_group` / :func:`informative_groups`: the one constant-reward filter.
 - :func:`write_jsonl` / :func:`write_html`: per-trajectory records and escaped transcripts.
 
 Typical training-loop use::
 
-    engine = RolloutEngine(policy, RolloutConfig(budget=Budget(max_turns=8), strategy=Strategy.retry(2)))
+    engine = RolloutEngine(policy, EngineConfig(limits=RolloutLimits(max_turns=8), strategy=Strategy.retry(2)))
     result = await engine.run_batch(dataset.get_batch(i))
     data = assemble(result.groups, AdvantageConfig(normalize_std=True))
     log(result.metrics | data.metrics); train_on(data.datums)
+
+Why our own loop beside the cookbook's ``rollout_runner.run_rollout`` (decision of #17)
+---------------------------------------------------------------------------------------
+The cookbook 0.5.8 runner takes ``RolloutLimits`` and ``RolloutHooks`` (``on_turn_begin``,
+``on_stop_reason``, ``on_grade``, ``on_artifacts``), and its strategies (``FailFast``,
+``RetryOnFailure``, ``MinViableGroup``) run a group with ``asyncio.gather``. We keep our engine
+and build it on the cookbook's pieces instead of on that runner, because the runner cannot host
+what is ours at equal speed:
+
+- no hook runs between ``env.step`` and the next sampling call with the action and the new
+  observation, which is where the extension check and the datum/token accounting belong (from
+  ``on_turn_begin`` they would have to re-derive both from ``RolloutState.transitions``, and the
+  final observation is never seen);
+- the sampling and step gates must wrap exactly the policy call and the ``env.step`` call; the
+  runner offers no seam there (wrapping the policy and the env in proxies adds two awaits and
+  two objects per turn), and its ``asyncio.timeout`` / ``asyncio.gather`` tie it to asyncio
+  where our engine is anyio (structured cancellation of a group, shielded cleanup, trio);
+- per turn it builds a ``RolloutState`` for each hook call and opens a ``trace.scope_span``
+  around the sample and the step; our loop opens nothing per turn unless a per-call deadline is
+  set. ``bench/rollout_engine.py`` measured ours ~1.9x the cookbook's group rollout.
+
+So the loop is ours, with the cookbook's semantics (``tests/test_rollout_parity.py`` pins
+identical trajectories) and the cookbook's pieces wherever they fit: ``RolloutLimits`` for the
+budgets, ``stop_reason_from_metrics``, ``TRUNCATION_METRIC_KEY``, ``SamplingTurnTimeoutError``,
+the ``set_max_tool_calls`` seam, ``StopReason``, ``Trajectory`` / ``TrajectoryGroup`` /
+``RolloutError``, ``trajectory_to_data`` / ``compute_advantages``; the completers are the
+cookbook's (``TinkerTokenCompleter`` serves tinker's and our local sampling clients alike).
+No public name here means something else in the cookbook: our config is :class:`EngineConfig`
+(the cookbook's ``RolloutConfig`` bundles env-side policies), one episode is
+:func:`run_episode` (``policy, env`` like the cookbook's ``run_rollout``, but returning
+``(Trajectory, TrajectoryStats)``); ``tests/test_public_api.py`` checks every name against the
+cookbook's modules.
 """
 
-from rollout._budget import effective_budget
-from rollout._config import AdvantageConfig, Budget, ExtensionCheck, RolloutConfig, Strategy, StrategyKind
-from rollout._datums import Assembled, assemble, group_advantages, trajectory_datums, trajectory_returns
+from tinker_cookbook.rl.rollout_limits import RolloutLimits
+
+from rollout._budget import effective_limits
+from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
+from rollout._datums import (
+    Assembled,
+    assemble,
+    group_advantages,
+    informative_groups,
+    is_constant_group,
+    trajectory_datums,
+    trajectory_returns,
+)
 from rollout._engine import RolloutEngine, rollout_batch
 from rollout._extension import ExtensionBreak, ExtensionTracker, flat_tokens
 from rollout._logs import decoded_turns, render_html, trajectory_records, write_html, write_jsonl
@@ -40,11 +84,10 @@ from rollout._results import (
     InvalidGroup,
     RewardTimeout,
     RolloutFailure,
-    SampleTimeout,
     StepTimeout,
     TrajectoryStats,
 )
-from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, apply_compaction, run_rollout
+from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, apply_compaction, run_episode
 from rollout._strategy import run_group
 
 __all__ = [
@@ -54,8 +97,8 @@ __all__ = [
     "Assembled",
     "BatchAborted",
     "BatchResult",
-    "Budget",
     "CleanupTimeout",
+    "EngineConfig",
     "ExtensionBreak",
     "ExtensionCheck",
     "ExtensionTracker",
@@ -65,10 +108,9 @@ __all__ = [
     "InvalidCompletion",
     "InvalidGroup",
     "RewardTimeout",
-    "RolloutConfig",
     "RolloutEngine",
     "RolloutFailure",
-    "SampleTimeout",
+    "RolloutLimits",
     "StepTimeout",
     "Strategy",
     "StrategyKind",
@@ -76,13 +118,15 @@ __all__ = [
     "apply_compaction",
     "assemble",
     "decoded_turns",
-    "effective_budget",
+    "effective_limits",
     "flat_tokens",
     "group_advantages",
+    "informative_groups",
+    "is_constant_group",
     "render_html",
     "rollout_batch",
+    "run_episode",
     "run_group",
-    "run_rollout",
     "summarize",
     "trajectory_datums",
     "trajectory_records",

@@ -1,71 +1,72 @@
-"""Budget arithmetic of one rollout (same semantics as the cookbook's ``rollout_runner``).
+"""Budget arithmetic of one rollout, over the cookbook's ``RolloutLimits`` (same semantics as the
+cookbook's ``rollout_runner``).
 
-Kept as plain functions over a :class:`~rollout._config.Budget` so the engine's hot loop calls
-them only when the corresponding budget is set.
+Kept as plain functions over a :class:`~tinker_cookbook.rl.rollout_limits.RolloutLimits` so the
+engine's hot loop calls them only when the corresponding limit is set.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
+import chz
+from tinker_cookbook.rl.rollout_limits import RolloutLimits
 from tinker_cookbook.rl.types import StopReason
 
-from rollout._config import Budget
+_FIELDS = (
+    "max_turns",
+    "max_trajectory_tokens",
+    "max_sampled_tokens",
+    "max_turn_tokens",
+    "max_tool_calls",
+    "rollout_timeout_seconds",
+    "sampling_turn_timeout_seconds",
+)
 
-_COOKBOOK_FIELDS = {
-    "max_turns": "max_turns",
-    "max_trajectory_tokens": "max_trajectory_tokens",
-    "max_sampled_tokens": "max_sampled_tokens",
-    "max_turn_tokens": "max_turn_tokens",
-    "rollout_timeout_seconds": "rollout_timeout_s",
-    "sampling_turn_timeout_seconds": "sample_timeout_s",
-}
 
+def effective_limits(limits: RolloutLimits, env: Any) -> RolloutLimits:
+    """``limits``, with unset fields taken from the env's cookbook ``rollout_limits`` if it has one.
 
-def effective_budget(budget: Budget, env: Any) -> Budget:
-    """``budget``, with unset fields taken from the env's cookbook ``rollout_limits`` if it has one.
-
-    Cookbook envs built from a ``RolloutConfig`` advertise their budgets as
-    ``env.rollout_limits`` (a ``RolloutLimits``); honouring it keeps them behaving as under the
-    cookbook's own runner.
+    Cookbook envs built from a ``rollout_presets.RolloutConfig`` advertise their budgets as
+    ``env.rollout_limits``; honouring it keeps them behaving as under the cookbook's own runner
+    (which uses them when it is given no limits; here they fill the fields left unset).
     """
-    limits = getattr(env, "rollout_limits", None)
-    if limits is None:
-        return budget
+    theirs = getattr(env, "rollout_limits", None)
+    if theirs is None:
+        return limits
     updates: dict[str, Any] = {}
-    for theirs, ours in _COOKBOOK_FIELDS.items():
-        value = getattr(limits, theirs, None)
-        if value is not None and getattr(budget, ours) is None:
-            updates[ours] = value
-    return replace(budget, **updates) if updates else budget
+    for name in _FIELDS:
+        value = getattr(theirs, name, None)
+        if value is not None and getattr(limits, name) is None:
+            updates[name] = value
+    return chz.replace(limits, **updates) if updates else limits
 
 
-def cumulative_stop(budget: Budget, ob_len: int, sampled: int) -> StopReason | None:
+def cumulative_stop(limits: RolloutLimits, ob_len: int, sampled: int) -> StopReason | None:
     """Stop before sampling when a cumulative budget has ``<= 1`` token left (trajectory first)."""
-    if budget.max_trajectory_tokens is not None and budget.max_trajectory_tokens - ob_len <= 1:
+    if limits.max_trajectory_tokens is not None and limits.max_trajectory_tokens - ob_len <= 1:
         return StopReason.MAX_TOKENS
-    if budget.max_sampled_tokens is not None and budget.max_sampled_tokens - sampled <= 1:
+    if limits.max_sampled_tokens is not None and limits.max_sampled_tokens - sampled <= 1:
         return StopReason.MAX_SAMPLED_TOKENS
     return None
 
 
-def per_call_max_tokens(budget: Budget, ob_len: int, sampled: int) -> int | None:
+def per_call_max_tokens(limits: RolloutLimits, ob_len: int, sampled: int) -> int | None:
     """``max_tokens`` for the next sampling call: min over the set budget terms (None if none)."""
     terms: list[int] = []
-    if budget.max_turn_tokens is not None:
-        terms.append(budget.max_turn_tokens)
-    if budget.max_trajectory_tokens is not None:
-        terms.append(budget.max_trajectory_tokens - ob_len)
-    if budget.max_sampled_tokens is not None:
-        terms.append(budget.max_sampled_tokens - sampled)
+    if limits.max_turn_tokens is not None:
+        terms.append(limits.max_turn_tokens)
+    if limits.max_trajectory_tokens is not None:
+        terms.append(limits.max_trajectory_tokens - ob_len)
+    if limits.max_sampled_tokens is not None:
+        terms.append(limits.max_sampled_tokens - sampled)
     return min(terms) if terms else None
 
 
-def has_token_budget(budget: Budget) -> bool:
+def has_token_budget(limits: RolloutLimits) -> bool:
     """Whether any token budget is set (the hot loop skips the arithmetic otherwise)."""
     return (
-        budget.max_turn_tokens is not None
-        or budget.max_trajectory_tokens is not None
-        or budget.max_sampled_tokens is not None
+        limits.max_turn_tokens is not None
+        or limits.max_trajectory_tokens is not None
+        or limits.max_sampled_tokens is not None
     )

@@ -1,13 +1,17 @@
-"""Configuration of the rollout engine: budgets, error strategies, concurrency, advantages.
+"""Configuration of the rollout engine: limits, error strategies, concurrency, advantages.
 
-Everything here is a frozen dataclass (picklable, hashable, safe to share between tasks).
-Invalid values raise ``ValueError`` with a one-line message at construction time.
+Per-rollout budgets are the cookbook's own ``RolloutLimits`` (same fields, same semantics as its
+``rollout_runner``); what the cookbook has no knob for lives on :class:`EngineConfig`.
+Everything here is frozen (picklable, hashable, safe to share between tasks). Invalid values
+raise ``ValueError`` with a one-line message at construction time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from tinker_cookbook.rl.rollout_limits import RolloutLimits
 
 
 def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> None:
@@ -16,43 +20,6 @@ def _positive(name: str, value: float | None, *, allow_zero: bool = False) -> No
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound} or None, got {value!r}")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Per-rollout budgets. Each one ends the episode with a cookbook ``StopReason``.
-
-    All are optional (``None`` = unlimited). Token budgets follow the cookbook's
-    ``rollout_runner`` semantics: before every sampling call the per-call ``max_tokens`` is the
-    minimum of ``max_turn_tokens``, ``max_trajectory_tokens - len(observation)`` and
-    ``max_sampled_tokens - sampled so far``; a cumulative remainder ``<= 1`` stops the rollout
-    before sampling (``MAX_TOKENS`` for the trajectory budget, ``MAX_SAMPLED_TOKENS`` for the
-    sampled one).
-    """
-
-    max_turns: int | None = None
-    """Policy calls before ``StopReason.MAX_TURNS`` (checked before each call)."""
-    max_trajectory_tokens: int | None = None
-    """Cap on observation + next action length (``StopReason.MAX_TOKENS``)."""
-    max_sampled_tokens: int | None = None
-    """Cap on the total number of sampled tokens (``StopReason.MAX_SAMPLED_TOKENS``)."""
-    max_turn_tokens: int | None = None
-    """Per-call cap passed to the completer as ``max_tokens`` (never stops the rollout)."""
-    rollout_timeout_s: float | None = None
-    """Wall-clock deadline of one rollout. Graceful: the trajectory collected so far is kept,
-    with ``StopReason.ROLLOUT_TIMEOUT`` (the in-flight turn is dropped)."""
-    sample_timeout_s: float | None = None
-    """Deadline of one sampling call. Raises :class:`SampleTimeout` (a failure, retryable),
-    because a timed-out call leaves no usable turn."""
-    step_timeout_s: float | None = None
-    """Deadline of one ``env.step`` / ``env.initial_observation`` call. Raises
-    :class:`StepTimeout` (a failure, retryable)."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_turns", "max_trajectory_tokens", "max_sampled_tokens", "max_turn_tokens"):
-            _positive(name, getattr(self, name))
-        for name in ("rollout_timeout_s", "sample_timeout_s", "step_timeout_s"):
-            _positive(name, getattr(self, name))
 
 
 class StrategyKind(StrEnum):
@@ -112,13 +79,15 @@ class Strategy:
         """The equivalent of a cookbook ``FailFast`` / ``RetryOnFailure`` / ``MinViableGroup``.
 
         Their ``per_rollout_timeout`` (a hard, retryable failure) has no field here: set
-        ``Budget.rollout_timeout_s`` (graceful stop) or ``Budget.sample_timeout_s`` (failure).
+        ``RolloutLimits.rollout_timeout_seconds`` (graceful stop) or
+        ``RolloutLimits.sampling_turn_timeout_seconds`` (failure) in ``EngineConfig.limits``.
         """
         from tinker_cookbook.rl.rollout_strategy import FailFast, MinViableGroup, RetryOnFailure
 
         if getattr(strategy, "per_rollout_timeout", None):
             raise ValueError(
-                "per_rollout_timeout has no Strategy equivalent; use Budget.rollout_timeout_s or sample_timeout_s"
+                "per_rollout_timeout has no Strategy equivalent; use EngineConfig.limits "
+                "(rollout_timeout_seconds or sampling_turn_timeout_seconds)"
             )
         if isinstance(strategy, FailFast):
             return cls.fail_fast()
@@ -146,14 +115,25 @@ class ExtensionCheck(StrEnum):
 
 
 @dataclass(frozen=True)
-class RolloutConfig:
+class EngineConfig:
     """Everything the engine needs besides the envs and the policy.
 
-    Args mirror the fields; see each field's docstring.
+    Not the cookbook's ``rollout_presets.RolloutConfig`` (a bundle of env-side and runner-side
+    policies): this one configures our engine; its ``limits`` are the cookbook's
+    ``RolloutLimits``. Args mirror the fields; see each field's docstring.
     """
 
-    budget: Budget = field(default_factory=Budget)
-    """Per-rollout budgets and deadlines."""
+    limits: RolloutLimits = field(default_factory=RolloutLimits)
+    """Per-rollout budgets (the cookbook's ``RolloutLimits``, same semantics as its
+    ``rollout_runner``): turns, trajectory / sampled / per-turn tokens, tool calls (pushed into
+    envs that support ``set_max_tool_calls``), the graceful whole-rollout deadline
+    (``rollout_timeout_seconds``: the trajectory so far is kept, ``StopReason.ROLLOUT_TIMEOUT``)
+    and the per-sampling-call deadline (``sampling_turn_timeout_seconds``: raises the cookbook's
+    ``SamplingTurnTimeoutError``, a retryable failure). Unset fields fall back to the env's own
+    ``rollout_limits``, as in the cookbook."""
+    step_timeout_s: float | None = None
+    """Deadline of one ``env.step`` / ``env.initial_observation`` call (the cookbook has none).
+    Raises :class:`StepTimeout` (a failure, retryable)."""
     strategy: Strategy = field(default_factory=Strategy)
     """Error strategy of every group."""
     max_concurrent_samples: int | None = 64
@@ -179,6 +159,7 @@ class RolloutConfig:
         for name in ("max_concurrent_samples", "max_concurrent_env_steps", "max_concurrent_groups"):
             _positive(name, getattr(self, name))
         _positive("compaction_period", self.compaction_period)
+        _positive("step_timeout_s", self.step_timeout_s)
         _positive("reward_timeout_s", self.reward_timeout_s)
         _positive("cleanup_timeout_s", self.cleanup_timeout_s)
         if self.boundary_window < 1:
@@ -202,7 +183,8 @@ class AdvantageConfig:
     ``G_t = sum_{k>=t} discount**(k-t) * r_k`` (the group reward is added to the last turn's
     reward). ``None``: one scalar per trajectory (cookbook behaviour)."""
     drop_constant_groups: bool = False
-    """Skip groups whose total rewards are all equal (no gradient signal); counted in metrics."""
+    """Skip groups whose total rewards are all equal (:func:`rollout.is_constant_group`: no
+    gradient signal); counted in metrics."""
 
     def __post_init__(self) -> None:
         if self.discount is not None and not 0.0 <= self.discount <= 1.0:

@@ -13,6 +13,7 @@ transitions flagged ``parse_error_masked``) and ``logprobs`` are the sampler's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -54,6 +55,24 @@ def _check_logprobs(groups: Sequence[TrajectoryGroup]) -> None:
                     raise ValueError(
                         f"group {g} trajectory {i} turn {t}: {len(tr.ac.tokens)} tokens but {len(lp)} logprobs"
                     )
+
+
+def is_constant_group(group: TrajectoryGroup) -> bool:
+    """Whether every trajectory of ``group`` got the same total reward (within ``1e-9``).
+
+    Such a group has zero group-centred advantage everywhere: no gradient signal. The one
+    constant-reward test of TurnGym (:func:`assemble`'s ``drop_constant_groups``, the training
+    loop's ``remove_constant_reward_groups`` and ``lr_scale_by_signal``). Unlike the cookbook's
+    ``remove_constant_reward_groups``, :func:`informative_groups` returns an empty list when no
+    group is informative (the caller skips the update instead of training on one constant group).
+    """
+    totals = group.get_total_rewards()
+    return all(math.isclose(x, totals[0], abs_tol=1e-9) for x in totals)
+
+
+def informative_groups(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    """The groups of ``groups`` that are not :func:`is_constant_group` (order kept)."""
+    return [g for g in groups if not is_constant_group(g)]
 
 
 def trajectory_returns(traj: Trajectory, final_reward: float, discount: float) -> list[float]:
@@ -172,8 +191,7 @@ def assemble(groups: Sequence[TrajectoryGroup], config: AdvantageConfig | None =
     action_tokens = 0
     cookbook_adv = compute_advantages(groups) if default else None
     for g, group in enumerate(groups):
-        totals = group.get_total_rewards()
-        if config.drop_constant_groups and len(set(totals)) <= 1:
+        if config.drop_constant_groups and is_constant_group(group):
             dropped += 1
             continue
         per_turn = None if cookbook_adv is not None else group_advantages(group, config)

@@ -19,31 +19,31 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Trajectory
 
-from rollout._config import RolloutConfig
+from rollout._config import EngineConfig
 from rollout._metrics import summarize
 from rollout._results import BatchAborted, BatchResult, GroupOutcome, TrajectoryStats
-from rollout._runner import Gate, run_rollout
+from rollout._runner import Gate, run_episode
 from rollout._strategy import run_group
 
 
 class RolloutEngine:
-    """Runs groups of episodes with one policy under one :class:`RolloutConfig`.
+    """Runs groups of episodes with one policy under one :class:`EngineConfig`.
 
     The two global gates (concurrent sampling calls, concurrent env steps) are shared by every
     call made on this engine within one event loop, including concurrent batches and streams.
 
     Example::
 
-        engine = RolloutEngine(policy, RolloutConfig(budget=Budget(max_turns=8)))
+        engine = RolloutEngine(policy, EngineConfig(limits=RolloutLimits(max_turns=8)))
         result = await engine.run_batch(builders)          # all groups, in builder order
         async with engine.stream(builders) as outcomes:     # groups as they finish
             async for outcome in outcomes:
                 ...
     """
 
-    def __init__(self, policy: TokenCompleter, config: RolloutConfig | None = None):
+    def __init__(self, policy: TokenCompleter, config: EngineConfig | None = None):
         self.policy = policy
-        self.config = config or RolloutConfig()
+        self.config = config or EngineConfig()
         self._gates: tuple[anyio.lowlevel.EventLoopToken, Gate, Gate] | None = None
 
     def _current_gates(self) -> tuple[Gate, Gate]:
@@ -56,10 +56,10 @@ class RolloutEngine:
             )
         return self._gates[1], self._gates[2]
 
-    async def run_rollout(self, env: Env) -> tuple[Trajectory, TrajectoryStats]:
+    async def run_episode(self, env: Env) -> tuple[Trajectory, TrajectoryStats]:
         """One episode (no strategy: failures raise)."""
         sample_gate, step_gate = self._current_gates()
-        return await run_rollout(env, self.policy, self.config, sample_gate=sample_gate, step_gate=step_gate)
+        return await run_episode(self.policy, env, self.config, sample_gate=sample_gate, step_gate=step_gate)
 
     async def run_group(self, builder: EnvGroupBuilder, index: int = 0) -> GroupOutcome:
         """One group under the configured strategy (failures are recorded, not raised)."""
@@ -158,7 +158,7 @@ class RolloutEngine:
 
 
 async def rollout_batch(
-    builders: Sequence[EnvGroupBuilder], policy: TokenCompleter, config: RolloutConfig | None = None
+    builders: Sequence[EnvGroupBuilder], policy: TokenCompleter, config: EngineConfig | None = None
 ) -> BatchResult:
     """Shortcut for ``await RolloutEngine(policy, config).run_batch(builders)``."""
     return await RolloutEngine(policy, config).run_batch(builders)

@@ -14,23 +14,22 @@ from rollout._extension import ExtensionBreak
 
 
 class RolloutFailure(Exception):
-    """Base class of the failures the engine itself raises (all recorded, never swallowed)."""
+    """Base class of the failures the engine itself raises (all recorded, never swallowed).
 
-
-class SampleTimeout(RolloutFailure):
-    """A sampling call exceeded ``Budget.sample_timeout_s``."""
+    A sampling call past ``RolloutLimits.sampling_turn_timeout_seconds`` raises the cookbook's own
+    ``SamplingTurnTimeoutError`` instead (same meaning, one name)."""
 
 
 class StepTimeout(RolloutFailure):
-    """``env.step`` or ``env.initial_observation`` exceeded ``Budget.step_timeout_s``."""
+    """``env.step`` or ``env.initial_observation`` exceeded ``EngineConfig.step_timeout_s``."""
 
 
 class RewardTimeout(RolloutFailure):
-    """``compute_group_rewards`` exceeded ``RolloutConfig.reward_timeout_s``."""
+    """``compute_group_rewards`` exceeded ``EngineConfig.reward_timeout_s``."""
 
 
 class CleanupTimeout(RolloutFailure):
-    """``cleanup`` exceeded ``RolloutConfig.cleanup_timeout_s``."""
+    """``cleanup`` exceeded ``EngineConfig.cleanup_timeout_s``."""
 
 
 class InvalidCompletion(RolloutFailure):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,12 @@ import anyio
 import sniffio
 import tinker
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
-from tinker_cookbook.rl.rollout_runner import TRUNCATION_METRIC_KEY, stop_reason_from_metrics
+from tinker_cookbook.rl.rollout_limits import RolloutLimits
+from tinker_cookbook.rl.rollout_runner import (
+    TRUNCATION_METRIC_KEY,
+    SamplingTurnTimeoutError,
+    stop_reason_from_metrics,
+)
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     ActionExtra,
@@ -38,15 +44,17 @@ from tinker_cookbook.rl.types import (
 )
 
 from renderers_ext import CompactingRenderer
-from rollout._budget import cumulative_stop, effective_budget, has_token_budget, per_call_max_tokens
-from rollout._config import Budget, ExtensionCheck, RolloutConfig
+from rollout._budget import cumulative_stop, effective_limits, has_token_budget, per_call_max_tokens
+from rollout._config import EngineConfig, ExtensionCheck
 from rollout._extension import ExtensionTracker
-from rollout._results import InvalidCompletion, SampleTimeout, StepTimeout, TrajectoryStats
+from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
 METRIC_EXT_BREAK = "rollout/ext_break"
 """1.0 on a transition whose *next* observation broke the extension property."""
 LOG_EXT_BREAK = "ext_break"
 """Transition log key holding the break's description (decoded diff when unexpected)."""
+
+logger = logging.getLogger(__name__)
 
 
 class Gate:
@@ -197,7 +205,9 @@ async def _sample(
                     return await policy(ob, stop)
                 return await policy(ob, stop, max_tokens=max_tokens)
         except TimeoutError as e:
-            raise SampleTimeout(f"sampling call exceeded sample_timeout_s={timeout}") from e
+            raise SamplingTurnTimeoutError(
+                f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}"
+            ) from e
     finally:
         if gate is not None:
             gate.release()
@@ -247,16 +257,16 @@ def _stop_transition(state: _State, reason: str) -> None:
 async def _loop(
     env: Env,
     policy: TokenCompleter,
-    budget: Budget,
-    config: RolloutConfig,
+    limits: RolloutLimits,
+    config: EngineConfig,
     state: _State,
     tracker: ExtensionTracker | None,
     sample_gate: Gate | None,
     step_gate: Gate | None,
 ) -> str:
     """Run the episode; return its stop reason (transitions accumulate in ``state``)."""
-    step_timeout = budget.step_timeout_s
-    sample_timeout = budget.sample_timeout_s
+    step_timeout = config.step_timeout_s
+    sample_timeout = limits.sampling_turn_timeout_seconds
     if step_gate is None and step_timeout is None:
         initial = await env.initial_observation()
     else:
@@ -278,8 +288,8 @@ async def _loop(
     if tracker is not None:
         tracker.start(ob)
     transitions = state.transitions
-    max_turns = budget.max_turns
-    token_budget = has_token_budget(budget)
+    max_turns = limits.max_turns
+    token_budget = has_token_budget(limits)
     plain_sample = sample_gate is None and sample_timeout is None
     plain_step = step_gate is None and step_timeout is None
     turn = 0
@@ -292,11 +302,11 @@ async def _loop(
                 return StopReason.MAX_TURNS
             max_tokens = None
             if token_budget:
-                reason = cumulative_stop(budget, ob.length, sampled)
+                reason = cumulative_stop(limits, ob.length, sampled)
                 if reason is not None:
                     _stop_transition(state, reason)
                     return reason
-                max_tokens = per_call_max_tokens(budget, ob.length, sampled)
+                max_tokens = per_call_max_tokens(limits, ob.length, sampled)
             if plain_sample:
                 ac = await (
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
@@ -365,24 +375,43 @@ async def _loop(
         state.truncations = truncations
 
 
-async def run_rollout(
-    env: Env,
+def _push_tool_call_limit(env: Env, max_tool_calls: int) -> None:
+    """The cookbook runner's ``SupportsToolCallLimit`` seam: tool dispatch happens in the env."""
+    setter = getattr(env, "set_max_tool_calls", None)
+    if setter is None:
+        logger.warning(
+            "RolloutLimits.max_tool_calls=%d is configured, but the environment (%s) does not "
+            "support a tool-call limit (no set_max_tool_calls method); the limit will not be enforced.",
+            max_tool_calls,
+            type(env).__name__,
+        )
+        return
+    setter(max_tool_calls)
+
+
+async def run_episode(
     policy: TokenCompleter,
-    config: RolloutConfig | None = None,
+    env: Env,
+    config: EngineConfig | None = None,
     *,
     sample_gate: Gate | None = None,
     step_gate: Gate | None = None,
 ) -> tuple[Trajectory, TrajectoryStats]:
     """Run one episode of ``env`` with ``policy``; return the cookbook ``Trajectory`` + stats.
 
-    Budgets and deadlines come from ``config.budget`` (unset fields fall back to the env's own
+    The same loop and stop semantics as the cookbook's ``rollout_runner.run_rollout(policy, env,
+    limits=...)`` (pinned by ``tests/test_rollout_parity.py``), plus what it lacks: the global
+    gates, the step deadline, the run-time extension check and the :class:`TrajectoryStats`.
+    Limits come from ``config.limits`` (unset fields fall back to the env's own
     ``rollout_limits``, as in the cookbook). Budget stops and the rollout deadline end the
     episode gracefully with their ``StopReason``; a sampling/step deadline, a completer or env
     exception propagates (the group's strategy decides what happens).
     """
-    config = config or RolloutConfig()
+    config = config or EngineConfig()
     t0 = time.monotonic()
-    budget = effective_budget(config.budget, env)
+    limits = effective_limits(config.limits, env)
+    if limits.max_tool_calls is not None:
+        _push_tool_call_limit(env, limits.max_tool_calls)
     if config.compaction_period is not None:
         apply_compaction(env, config.compaction_period)
     state = _State()
@@ -394,11 +423,12 @@ async def run_rollout(
     sgate = sample_gate if sample_gate is not None and sample_gate.enabled else None
     egate = step_gate if step_gate is not None and step_gate.enabled else None
     reason: str | None = None
-    if budget.rollout_timeout_s is None:
-        reason = await _loop(env, policy, budget, config, state, tracker_used, sgate, egate)
+    timeout = limits.rollout_timeout_seconds
+    if timeout is None:
+        reason = await _loop(env, policy, limits, config, state, tracker_used, sgate, egate)
     else:
-        with anyio.move_on_after(budget.rollout_timeout_s):
-            reason = await _loop(env, policy, budget, config, state, tracker_used, sgate, egate)
+        with anyio.move_on_after(timeout):
+            reason = await _loop(env, policy, limits, config, state, tracker_used, sgate, egate)
         if reason is None:  # the deadline fired: keep what was collected, drop the in-flight turn
             reason = StopReason.ROLLOUT_TIMEOUT
             _stop_transition(state, reason)

@@ -15,7 +15,7 @@ import anyio
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RolloutError, Trajectory, TrajectoryGroup
 
-from rollout._config import RolloutConfig, StrategyKind
+from rollout._config import EngineConfig, StrategyKind
 from rollout._results import (
     CleanupTimeout,
     GroupBelowFloor,
@@ -25,7 +25,7 @@ from rollout._results import (
     TrajectoryStats,
     error_of,
 )
-from rollout._runner import Gate, run_rollout
+from rollout._runner import Gate, run_episode
 
 _Done = tuple[Trajectory, TrajectoryStats, Env]
 
@@ -34,7 +34,7 @@ async def _run_slots(
     builder: EnvGroupBuilder,
     envs: list[Env],
     policy: TokenCompleter,
-    config: RolloutConfig,
+    config: EngineConfig,
     errors: list[RolloutError],
     sample_gate: Gate | None,
     step_gate: Gate | None,
@@ -62,8 +62,8 @@ async def _run_slots(
             nonlocal retries_left, retries, successes
             while True:
                 try:
-                    traj, stats = await run_rollout(
-                        env, policy, config, sample_gate=sample_gate, step_gate=step_gate
+                    traj, stats = await run_episode(
+                        policy, env, config, sample_gate=sample_gate, step_gate=step_gate
                     )
                 except Exception as exc:
                     err = error_of(exc)
@@ -102,7 +102,7 @@ async def _run_slots(
     return results, retries, failure
 
 
-async def _cleanup(builder: EnvGroupBuilder, config: RolloutConfig, errors: list[RolloutError]) -> None:
+async def _cleanup(builder: EnvGroupBuilder, config: EngineConfig, errors: list[RolloutError]) -> None:
     """``builder.cleanup()``, shielded from cancellation, bounded by ``cleanup_timeout_s``."""
     with anyio.CancelScope(shield=True) as scope:
         if config.cleanup_timeout_s is not None:
@@ -120,7 +120,7 @@ async def _cleanup(builder: EnvGroupBuilder, config: RolloutConfig, errors: list
 async def run_group(
     builder: EnvGroupBuilder,
     policy: TokenCompleter,
-    config: RolloutConfig,
+    config: EngineConfig,
     *,
     index: int = 0,
     sample_gate: Gate | None = None,

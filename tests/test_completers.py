@@ -7,16 +7,15 @@ import asyncio
 import pytest
 import tinker
 from backend_fixtures import TINY, encode, make_service
-from tinker_cookbook.completers import TinkerTokenCompleter
 
 from backend import load_tokenizer
 from completers import (
     MessageCompleter,
-    SamplingMessageCompleter,
-    SamplingTokenCompleter,
     ScriptedMessageCompleter,
     ScriptedTokenCompleter,
     ScriptExhaustedError,
+    TinkerMessageCompleter,
+    TinkerTokenCompleter,
     TokenCompleter,
 )
 
@@ -58,19 +57,17 @@ def test_scripted_message_completer_list_callable_delay_hang() -> None:
         asyncio.run(hang())
 
 
-def test_sampling_completers_over_local_backend(tmp_path, renderer) -> None:
+def test_cookbook_completers_over_local_backend(tmp_path, renderer) -> None:
+    """The cookbook's completers (re-exported, no copy of ours) serve the local backend's client."""
     sampler = make_service(tmp_path).create_sampling_client(base_model=TINY).result()
     p = tinker.ModelInput.from_ints(encode("hello"))
-    ours = SamplingTokenCompleter(sampler, max_tokens=5)
-    out = asyncio.run(ours(p, [2], max_tokens=3))
+    policy = TinkerTokenCompleter(sampler, max_tokens=5)  # type: ignore[arg-type]
+    out = asyncio.run(policy(p, [2], max_tokens=3))
     assert len(out.tokens) <= 3 and len(out.logprobs) == len(out.tokens)
     with pytest.raises(ValueError, match="context window"):
-        asyncio.run(SamplingTokenCompleter(sampler, max_tokens=5, context_window=p.length)(p, [2]))
-    # The cookbook's own completer accepts the local client too.
-    cookbook = TinkerTokenCompleter(sampler, max_tokens=4)  # type: ignore[arg-type]
-    assert len(asyncio.run(cookbook(p, [2])).tokens) <= 4
+        asyncio.run(TinkerTokenCompleter(sampler, max_tokens=5, context_window=p.length)(p, [2]))  # type: ignore[arg-type]
     msg = asyncio.run(
-        SamplingMessageCompleter(sampler, renderer, max_tokens=6)([{"role": "user", "content": "hi"}])
+        TinkerMessageCompleter(sampler, renderer, max_tokens=6)([{"role": "user", "content": "hi"}])  # type: ignore[arg-type]
     )
     assert msg["role"] == "assistant"
     assert isinstance(msg["content"], str)

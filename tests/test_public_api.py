@@ -36,13 +36,12 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "completers": [
         "MessageCompleter",
-        "SamplingClientLike",
-        "SamplingMessageCompleter",
-        "SamplingTokenCompleter",
         "ScriptExhaustedError",
         "ScriptedMessageCompleter",
         "ScriptedTokenCompleter",
         "StopCondition",
+        "TinkerMessageCompleter",
+        "TinkerTokenCompleter",
         "TokenCompleter",
         "TokensWithLogprobs",
     ],
@@ -51,6 +50,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "EnvLimits",
         "Fault",
         "FaultPolicy",
+        "GroupDataset",
         "METRIC_FAULT_PREFIX",
         "METRIC_RERENDER",
         "Reply",
@@ -276,8 +276,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "Assembled",
         "BatchAborted",
         "BatchResult",
-        "Budget",
         "CleanupTimeout",
+        "EngineConfig",
         "ExtensionBreak",
         "ExtensionCheck",
         "ExtensionTracker",
@@ -289,10 +289,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "LOG_EXT_BREAK",
         "METRIC_EXT_BREAK",
         "RewardTimeout",
-        "RolloutConfig",
         "RolloutEngine",
         "RolloutFailure",
-        "SampleTimeout",
+        "RolloutLimits",
         "StepTimeout",
         "Strategy",
         "StrategyKind",
@@ -300,13 +299,15 @@ PUBLIC_API: dict[str, list[str]] = {
         "apply_compaction",
         "assemble",
         "decoded_turns",
-        "effective_budget",
+        "effective_limits",
         "flat_tokens",
         "group_advantages",
+        "informative_groups",
+        "is_constant_group",
         "render_html",
         "rollout_batch",
+        "run_episode",
         "run_group",
-        "run_rollout",
         "summarize",
         "trajectory_datums",
         "trajectory_records",
@@ -349,3 +350,36 @@ def test_every_export_resolves_and_is_documented(package: str) -> None:
         obj = getattr(module, name)  # raises if an export is missing
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert (obj.__doc__ or "").strip(), f"{package}.{name} has no docstring"
+
+
+COOKBOOK_MODULES = (
+    "tinker_cookbook.completers",
+    "tinker_cookbook.rl.types",
+    "tinker_cookbook.rl.rollout_runner",
+    "tinker_cookbook.rl.rollouts",
+    "tinker_cookbook.rl.rollout_strategy",
+    "tinker_cookbook.rl.rollout_presets",
+    "tinker_cookbook.rl.rollout_limits",
+    "tinker_cookbook.rl.data_processing",
+    "tinker_cookbook.rl.metric_util",
+)
+"""The cookbook modules whose names our rollout engine and completers sit beside."""
+
+
+@pytest.mark.parametrize("package", ["completers", "rollout", "rollout.testing"])
+def test_no_public_name_means_something_else_in_the_cookbook(package: str) -> None:
+    """A name we export that the cookbook's rollout/completer modules also define is the cookbook's
+    own object (a re-export), never a different thing under the same name (#17: e.g. the old
+    ``rollout.RolloutConfig`` and ``rollout.run_rollout(env, policy)``)."""
+    module = importlib.import_module(package)
+    names = getattr(module, "__all__", None) or [
+        n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", "") == package
+    ]
+    clashes = []
+    for cookbook_name in COOKBOOK_MODULES:
+        cookbook = importlib.import_module(cookbook_name)
+        for name in names:
+            theirs = getattr(cookbook, name, None)
+            if theirs is not None and not inspect.ismodule(theirs) and theirs is not getattr(module, name):
+                clashes.append(f"{package}.{name} vs {cookbook_name}.{name}")
+    assert not clashes, clashes

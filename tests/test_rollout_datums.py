@@ -16,9 +16,9 @@ from tinker_cookbook.rl.types import PARSE_ERROR_MASKED_METRIC_KEY, TrajectoryGr
 
 from rollout import (
     AdvantageConfig,
-    Budget,
-    RolloutConfig,
+    EngineConfig,
     RolloutEngine,
+    RolloutLimits,
     Strategy,
     assemble,
     render_html,
@@ -59,7 +59,7 @@ MIXED = [
 
 
 def test_default_assembly_equals_the_cookbook_pipeline():
-    result = make_batch(MIXED, RolloutConfig(budget=Budget(max_turns=5)))
+    result = make_batch(MIXED, EngineConfig(limits=RolloutLimits(max_turns=5)))
     groups = result.groups
     assembled = assemble(groups)
     cookbook, meta = assemble_training_data(groups, compute_advantages(groups))
@@ -91,12 +91,17 @@ def test_engine_predicts_the_datums_the_cookbook_makes():
         min_size=1,
         max_size=4,
     ),
-    budget=st.sampled_from(
-        [Budget(), Budget(max_turns=3), Budget(max_sampled_tokens=9), Budget(max_trajectory_tokens=20)]
+    limits=st.sampled_from(
+        [
+            RolloutLimits(),
+            RolloutLimits(max_turns=3),
+            RolloutLimits(max_sampled_tokens=9),
+            RolloutLimits(max_trajectory_tokens=20),
+        ]
     ),
 )
-def test_stats_and_per_turn_builder_match_the_cookbook(specs, budget):
-    result = make_batch([specs], RolloutConfig(budget=budget))
+def test_stats_and_per_turn_builder_match_the_cookbook(specs, limits):
+    result = make_batch([specs], EngineConfig(limits=limits))
     (o,) = result.outcomes
     assert o.group is not None
     for traj, stats in zip(o.group.trajectories_G, o.stats, strict=True):
@@ -206,7 +211,7 @@ def test_constant_groups_can_be_dropped_and_are_counted():
 def test_jsonl_has_a_record_per_trajectory_and_per_failed_group(tmp_path, tokenizer):
     script = [[*tokenizer.encode("<script>alert(1)</script> & more", add_special_tokens=False), 2]]
     specs = [[{"turns": 2, "break_at": 1}, {"turns": 2}], [{"turns": 2, "fail_at": 1}]]
-    result = make_batch(specs, RolloutConfig(strategy=Strategy.fail_fast()), scripts=script)
+    result = make_batch(specs, EngineConfig(strategy=Strategy.fail_fast()), scripts=script)
     path = tmp_path / "logs" / "rollouts.jsonl"
     assert write_jsonl(result, path, tokenizer, step=7) == 3
     records = [json.loads(line) for line in path.read_text().splitlines()]

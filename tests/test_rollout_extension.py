@@ -16,7 +16,7 @@ from tinker_cookbook.rl.types import StopReason
 
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, get_renderer
-from rollout import ExtensionCheck, RolloutConfig, RolloutEngine, run_rollout
+from rollout import EngineConfig, ExtensionCheck, RolloutEngine, run_episode
 from rollout.testing import ScriptedCompleter
 
 THINK = "<think>\nhmm\n</think>\n\n"
@@ -45,7 +45,7 @@ def actions(renderer, texts: list[str]) -> list[list[int]]:
 
 
 def twenty_questions_batch(
-    renderer, texts: list[str], num_envs: int = 2, config: RolloutConfig | None = None
+    renderer, texts: list[str], num_envs: int = 2, config: EngineConfig | None = None
 ):
     answerer = ScriptedAnswerer("apple")
     builder = TwentyQuestionsEnvGroupBuilder(
@@ -81,7 +81,7 @@ def test_cookbook_twenty_questions_runs_unchanged():
 def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode):
     renderer = get_renderer(name)
     texts = [prefix + t for t in ["Is it a fruit?", "Is it red?", "Is it a tree?", "Guess: apple"]]
-    result, _ = twenty_questions_batch(renderer, texts, config=RolloutConfig(extension_check=mode))
+    result, _ = twenty_questions_batch(renderer, texts, config=EngineConfig(extension_check=mode))
     assert result.metrics["traj/ext_breaks"] == 0
     assert result.metrics["tokens/trained"] == result.metrics["tokens/unique"]
 
@@ -136,7 +136,7 @@ def test_boundary_mode_also_flags_the_broken_renderer():
         TurnCountingRenderer(base.tokenizer),
         ["Is it a fruit?", "Guess: apple"],
         num_envs=1,
-        config=RolloutConfig(extension_check=ExtensionCheck.BOUNDARY, boundary_window=200),
+        config=EngineConfig(extension_check=ExtensionCheck.BOUNDARY, boundary_window=200),
     )
     assert result.metrics["traj/ext_breaks_unexpected"] == 1
 
@@ -161,7 +161,7 @@ def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
 
     async def main():
         env = Guess(renderer)
-        traj, stats = await run_rollout(env, policy, RolloutConfig(compaction_period=2))
+        traj, stats = await run_episode(policy, env, EngineConfig(compaction_period=2))
         assert isinstance(env.renderer, CompactingRenderer) and env.renderer.period == 2
         assert traj.stop_reason == StopReason.COMPLETED and stats.turns == 4
         # windows of 2 turns: the observation after turn 2 strips earlier thinking (one break)
@@ -172,7 +172,7 @@ def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
         assert sum(d.model_input.length + 1 for d in data) == stats.tokens_trained
         # without compaction, qwen3 re-renders every turn: a break per turn
         env2 = Guess(renderer)
-        _, stats2 = await run_rollout(env2, policy, RolloutConfig())
+        _, stats2 = await run_episode(policy, env2, EngineConfig())
         assert not isinstance(env2.renderer, CompactingRenderer)
         assert [b.turn for b in stats2.breaks] == [1, 2, 3] and stats2.datums == 4
         assert stats.tokens_trained < stats2.tokens_trained
@@ -185,10 +185,10 @@ def test_non_chat_envs_are_left_alone_by_compaction():
 
     async def main():
         env = TwentyQuestionsEnv(ScriptedAnswerer("apple"), "apple", renderer)
-        await run_rollout(
-            env,
+        await run_episode(
             ScriptedCompleter(script=actions(renderer, ["Guess: apple"])),
-            RolloutConfig(compaction_period=2),
+            env,
+            EngineConfig(compaction_period=2),
         )
         assert env.renderer is renderer
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
 from tinker_cookbook.rl.rollout_runner import run_rollout as cookbook_run_rollout
 
-from rollout import Budget, ExtensionCheck, RolloutConfig, run_rollout
+from rollout import EngineConfig, ExtensionCheck, run_episode
 from rollout.testing import ScriptedCompleter, SyntheticEnv
 
 optional = st.none() | st.integers(1, 40)
@@ -44,20 +44,14 @@ def test_same_trajectories_as_the_cookbook_runner(
         max_sampled_tokens=max_sampled_tokens,
         max_turn_tokens=max_turn_tokens,
     )
-    budget = Budget(
-        max_turns=max_turns,
-        max_trajectory_tokens=max_trajectory_tokens,
-        max_sampled_tokens=max_sampled_tokens,
-        max_turn_tokens=max_turn_tokens,
-    )
     # the cookbook leaves stop_reason None when an env ends without a stop metric
-    config = RolloutConfig(budget=budget, set_completed_stop_reason=False, extension_check=ExtensionCheck.OFF)
+    config = EngineConfig(limits=limits, set_completed_stop_reason=False, extension_check=ExtensionCheck.OFF)
 
     async def main():
         theirs = await cookbook_run_rollout(
             ScriptedCompleter(script=scripts), SyntheticEnv(turns), limits=limits
         )
-        ours, stats = await run_rollout(SyntheticEnv(turns), ScriptedCompleter(script=scripts), config)
+        ours, stats = await run_episode(ScriptedCompleter(script=scripts), SyntheticEnv(turns), config)
         assert snapshot(ours) == snapshot(theirs)
         assert stats.turns == sum(1 for t in ours.transitions if t.ob.length)
 

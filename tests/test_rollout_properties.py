@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tinker_cookbook.rl.types import StopReason
 
-from rollout import Budget, RolloutConfig, RolloutEngine, Strategy, StrategyKind
+from rollout import EngineConfig, RolloutEngine, RolloutLimits, Strategy, StrategyKind
 from rollout.testing import ScriptedCompleter, SyntheticEnv, SyntheticGroup
 
 TURNS = 3
@@ -121,13 +121,13 @@ def test_random_mixes_are_accounted_for(
 ):
     probe = Probe()
     builders = [make_group(probe, plan) for plan in plans]
-    budget = Budget(
-        rollout_timeout_s=ROLLOUT_DEADLINE if deadlines != "per_call" else None,
-        sample_timeout_s=CALL_DEADLINE if deadlines != "rollout" else None,
-        step_timeout_s=CALL_DEADLINE if deadlines != "rollout" else None,
+    limits = RolloutLimits(
+        rollout_timeout_seconds=ROLLOUT_DEADLINE if deadlines != "per_call" else None,
+        sampling_turn_timeout_seconds=CALL_DEADLINE if deadlines != "rollout" else None,
     )
-    config = RolloutConfig(
-        budget=budget,
+    config = EngineConfig(
+        limits=limits,
+        step_timeout_s=CALL_DEADLINE if deadlines != "rollout" else None,
         strategy=strategy,
         max_concurrent_samples=max_samples,
         max_concurrent_env_steps=max_steps,
@@ -184,5 +184,5 @@ def test_random_mixes_are_accounted_for(
     assert recorded == probe.raised
     # Each hang ended as a typed timeout failure, a rollout-timeout trajectory, or was cancelled
     # with its failing group.
-    timeouts = sum(1 for o in outcomes for e in o.errors if e.error_type in ("SampleTimeout", "StepTimeout"))
+    timeouts = sum(1 for o in outcomes for e in o.errors if e.error_type in ("SamplingTurnTimeoutError", "StepTimeout"))
     assert timeouts <= len(probe.hung)

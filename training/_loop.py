@@ -20,10 +20,9 @@ exactly once.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import tinker
 from tinker_cookbook.rl.metrics import compute_kl_sample_train, compute_post_kl
 from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGroup
 
+from rollout import informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config
 from training._logging import CONFIG_FILE, EVAL_FILE, METRICS_FILE, JsonlLog, read_rows, write_json_atomic
@@ -102,10 +102,6 @@ class _Pending:
             raise self.error
         assert self.result is not None
         return self.result
-
-
-def _all_same(xs: Sequence[float]) -> bool:
-    return all(math.isclose(x, xs[0], abs_tol=1e-9) for x in xs)
 
 
 def _make_service_client(config: Config, log_path: Path) -> Any:
@@ -342,7 +338,7 @@ class _Run:
             win_metric=config.win_metric,
         )
         groups: list[TrajectoryGroup] = batch.groups
-        informative = [g for g in groups if not _all_same(g.get_total_rewards())]
+        informative = informative_groups(groups)
         if config.remove_constant_reward_groups:
             groups = informative
         metrics["groups/trained"] = float(len(groups))

@@ -17,7 +17,7 @@ import tinker
 from tinker_cookbook.completers import TinkerTokenCompleter
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
-from rollout import AdvantageConfig, Budget, RolloutConfig, RolloutEngine, Strategy, assemble
+from rollout import AdvantageConfig, EngineConfig, RolloutEngine, RolloutLimits, Strategy, assemble
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ async def sample_batch(
     fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
     """
     policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
-    config = RolloutConfig(
-        budget=Budget(max_turn_tokens=max_tokens),
+    config = EngineConfig(
+        limits=RolloutLimits(max_turn_tokens=max_tokens),
         strategy=Strategy.retry(max_retries) if max_retries else Strategy.fail_fast(),
         max_concurrent_samples=None,
     )

@@ -28,16 +28,16 @@ from typing import Any
 
 import chz
 
-__all__ = ["EpisodeRecord", "EvalConfig", "EvalSummary", "evaluate_policy", "main", "run_eval"]
+from backend.model import SMOLLM2
 
-SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+__all__ = ["EpisodeRecord", "EvalConfig", "EvalSummary", "evaluate_policy", "main", "run_eval"]
 
 
 @chz.chz
 class EvalConfig:
     """Configuration of one evaluation (fields are the command-line keys)."""
 
-    model_name: str = SMOLLM2_NAME
+    model_name: str = SMOLLM2
     """Base model (also the tokenizer of the renderer)."""
     renderer_name: str = "qwen3_instruct"
     """Renderer of the conversation."""
@@ -250,8 +250,9 @@ def _resolve_checkpoint(config: EvalConfig) -> tuple[str | None, str | None]:
 
 async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord], Path]:
     """Evaluate as configured; write the results JSON; return (summary, records, output path)."""
+    from tinker_cookbook.completers import TinkerTokenCompleter
+
     from backend import make_service_client
-    from completers import SamplingTokenCompleter
     from envs.math.builders import MathDatasetBuilder, load_split
     from envs.math.data import Split
     from envs.math.env import MathEnv
@@ -280,7 +281,7 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
         sampling_client = await service.create_sampling_client_async(model_path=checkpoint)
     else:
         sampling_client = await service.create_sampling_client_async(base_model=config.model_name)
-    policy = SamplingTokenCompleter(
+    policy = TinkerTokenCompleter(
         sampling_client, max_tokens=config.max_tokens, temperature=config.temperature
     )
     renderer = get_renderer(config.renderer_name, config.model_name)

@@ -35,6 +35,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import chz
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
@@ -45,7 +46,6 @@ from tinker_cookbook.rl.types import (
     Env,
     EnvGroupBuilder,
     Metrics,
-    RLDataset,
     RLDatasetBuilder,
     StepResult,
     StopReason,
@@ -55,6 +55,7 @@ from tinker_cookbook.utils import logtree
 
 from backend.model import KNOWN_MODELS, SMOLLM2
 from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
+from envs.datasets import GroupDataset
 from envs.twenty_questions._kb import default_kb
 from envs.twenty_questions._text import TurnKind, classify_turn, same_word, stem
 from envs.twenty_questions.answerers import Answer, Answerer, KBAnswerer, LLMAnswerer
@@ -440,8 +441,9 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
         return ["twenty_questions", f"twenty_questions_{self.split}"]
 
 
-class TwentyQuestionsDataset(RLDataset):
-    """Batches of :class:`TwentyQuestionsGroupBuilder`, seeded; :meth:`get_batch` is deterministic in i.
+class TwentyQuestionsDataset(GroupDataset):
+    """Batches of :class:`TwentyQuestionsGroupBuilder`, seeded (a :class:`~envs.datasets.GroupDataset`:
+    group ``k`` is :meth:`item` ``k``).
 
     Words are visited epoch by epoch, each epoch in a seeded order (or in the given order when
     ``shuffle`` is False); candidate lists are drawn from ``candidate_pool`` with a seed that
@@ -469,7 +471,6 @@ class TwentyQuestionsDataset(RLDataset):
         if batch_size < 1 or group_size < 1:
             raise ValueError(f"batch_size and group_size must be >= 1, got {batch_size} and {group_size}")
         self.words = tuple(words)
-        self.batch_size = batch_size
         self.group_size = group_size
         self.answerer = answerer
         self.config = config or TwentyQuestionsConfig()
@@ -487,9 +488,7 @@ class TwentyQuestionsDataset(RLDataset):
         self.num_batches = num_batches if num_batches is not None else max(1, len(self.words) // batch_size)
         if self.num_batches < 1:
             raise ValueError(f"num_batches must be >= 1, got {self.num_batches}")
-
-    def __len__(self) -> int:
-        return self.num_batches
+        super().__init__(batch_size, self.num_batches * batch_size)
 
     def _epoch_order(self, epoch: int) -> tuple[str, ...]:
         if epoch not in self._orders:
@@ -510,25 +509,19 @@ class TwentyQuestionsDataset(RLDataset):
         )
         return word, candidates
 
-    def get_batch(self, index: int) -> Sequence[TwentyQuestionsGroupBuilder]:
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch index {index} out of range for a dataset of {len(self)} batches")
-        builders = []
-        for j in range(self.batch_size):
-            word, candidates = self.item(index * self.batch_size + j)
-            builders.append(
-                TwentyQuestionsGroupBuilder(
-                    word=word,
-                    num_envs=self.group_size,
-                    answerer=self.answerer,
-                    config=self.config,
-                    candidates=candidates,
-                    renderer_name=self.renderer_name,
-                    model_name=self.model_name,
-                    split=self.split,
-                )
-            )
-        return builders
+    def group(self, index: int) -> TwentyQuestionsGroupBuilder:
+        """The group of :meth:`item` ``index``."""
+        word, candidates = self.item(index)
+        return TwentyQuestionsGroupBuilder(
+            word=word,
+            num_envs=self.group_size,
+            answerer=self.answerer,
+            config=self.config,
+            candidates=candidates,
+            renderer_name=self.renderer_name,
+            model_name=self.model_name,
+            split=self.split,
+        )
 
 
 DEFAULT_LLM_ANSWERER = "Qwen/Qwen3.5-9B"
@@ -648,16 +641,17 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         """The answerer the fields describe (the LLM one samples through ``backend``)."""
         if self.answerer == AnswererKind.KB:
             return KBAnswerer()
+        from tinker_cookbook.completers import TinkerMessageCompleter
+
         from backend import ClientFuture, make_service_client, resolve_backend
-        from completers import SamplingMessageCompleter
 
         which = resolve_backend(self.answerer_backend)  # type: ignore[arg-type]
         model = self.answerer_base_model or (SMOLLM2 if which == "local" else DEFAULT_LLM_ANSWERER)
         service = make_service_client(which, **({"base_url": self.base_url} if which == "tinker" else {}))
-        client = service.create_sampling_client(base_model=model)
+        client: Any = service.create_sampling_client(base_model=model)  # tinker's or the local one
         if isinstance(client, ClientFuture):
             client = client.result()
-        completer = SamplingMessageCompleter(
+        completer = TinkerMessageCompleter(
             client,
             make_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
             max_tokens=self.answerer_max_tokens,
