@@ -31,6 +31,7 @@ import anyio
 import tinker
 from tinker_cookbook.rl.types import Trajectory
 
+import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 from envs.judge import (
     JudgeConfig,
     JudgeTask,

@@ -46,7 +46,7 @@ from envs.judge import (
     tournament_pairs,
     win_rates,
 )
-from envs.judge.scripted import ConstantJudge, ScriptedJudge, make_scripted
+from envs.judge.testing import ConstantJudge, ScriptedJudge, make_scripted
 
 TASK = JudgeTask("capital", ({"role": "user", "content": "What is the capital of France?"},))
 RUBRIC = Rubric("r", (Criterion("correct", "Correct answer.", 2.0), Criterion("short", "Short answer.", 1.0)))
@@ -562,7 +562,7 @@ def test_scripted_specs() -> None:
 def test_prefilled_sampling_completer_prefixes_the_prompt_and_reply(renderer) -> None:
     from types import SimpleNamespace
 
-    from envs.judge.judge import PrefilledSamplingCompleter
+    from envs.judge.registry import PrefilledSamplingCompleter
 
     seen: list[list[int]] = []
 

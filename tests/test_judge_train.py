@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 import training
 from envs.judge import JudgeEnvKind, PairwiseGroupBuilder, RubricGroupBuilder, TournamentPattern
 from envs.judge.train import JudgeTrainConfig

@@ -201,9 +201,13 @@ def math_calculator_source(split: str = "train", group_size: int = 1, **fields: 
 def judge_source(
     completer: str = "scripted:score:7", split: str = "train", group_size: int = 1, **fields: Any
 ) -> EnvSource:
-    """Rubric-judged tasks; the judge is ``completer`` (default a scripted, offline one);
-    ``fields`` are ``envs.judge.JudgeDatasetBuilder`` fields."""
+    """Rubric-judged tasks; the judge is ``completer`` (default a scripted, offline one, from
+    the test doubles of ``envs.judge.testing``); ``fields`` are ``envs.judge.JudgeDatasetBuilder``
+    fields."""
     from envs.judge import JudgeConfig, JudgeDatasetBuilder
+
+    if completer.startswith("scripted:"):
+        import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 
     if split == "test":
         fields.setdefault("n_test", 2)

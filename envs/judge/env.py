@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,16 +26,18 @@ from typing import Any
 
 import chz
 from tinker_cookbook.renderers import Message, Renderer
-from tinker_cookbook.rl.types import EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
+from tinker_cookbook.rl.types import EnvGroupBuilder, Metrics, RLDatasetBuilder, Trajectory
 
+from backend.model import SMOLLM2
 from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
-from envs.judge.judge import Judge, JudgeConfig, JudgeResult, get_judge
+from envs.datasets import GroupDataset
+from envs.judge.config import JudgeConfig
+from envs.judge.judge import Judge, JudgeResult, get_judge
 from envs.judge.pairwise import TournamentPattern, run_tournament, tournament_pairs
 from envs.judge.rubric import Rubric, grade, load_rubrics
 
 DATA_DIR = Path(__file__).parent / "data"
 """Shipped prompts (``prompts.jsonl``) and rubrics (``rubrics.json``)."""
-DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_FAULTS: Mapping[Fault, FaultPolicy] = {Fault.TRUNCATED: FaultPolicy(reward=0.0, end_episode=False)}
 """A truncated answer ends the chat and is judged as it is (the judge sees it was cut); other
 faults end the episode unjudged (reward 0; in a pairwise group the episode forfeits)."""
@@ -350,7 +351,7 @@ class RubricGroupBuilder(EnvGroupBuilder):
     judge: JudgeConfig
     group_size: int
     renderer_name: str = "qwen3_instruct"
-    model_name: str = DEFAULT_MODEL
+    model_name: str = SMOLLM2
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
@@ -398,7 +399,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
     rounds: int = 1
     rubric: Rubric | None = None
     renderer_name: str = "qwen3_instruct"
-    model_name: str = DEFAULT_MODEL
+    model_name: str = SMOLLM2
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
@@ -457,22 +458,16 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
 # --------------------------------------------------------------------------------------------
 # Datasets
 # --------------------------------------------------------------------------------------------
-class JudgeDataset(RLDataset):
+class JudgeDataset(GroupDataset):
     """Fixed list of group builders served in batches (the last batch may be short)."""
 
     def __init__(self, builders: Sequence[EnvGroupBuilder], batch_size: int):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.builders = list(builders)
-        self.batch_size = batch_size
+        super().__init__(batch_size, len(self.builders))
 
-    def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch {index} is outside the dataset's {len(self)} batches")
-        return self.builders[index * self.batch_size : (index + 1) * self.batch_size]
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.builders) / self.batch_size)
+    def group(self, index: int) -> EnvGroupBuilder:
+        """Builder ``index`` of the list."""
+        return self.builders[index]
 
 
 @chz.chz
@@ -486,13 +481,13 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
     kind: JudgeEnvKind = JudgeEnvKind.RUBRIC
     tasks_path: str = str(DATA_DIR / "prompts.jsonl")
     rubrics_path: str = str(DATA_DIR / "rubrics.json")
-    judge: JudgeConfig = JudgeConfig(completer=f"local:{DEFAULT_MODEL}")
+    judge: JudgeConfig = JudgeConfig(completer=f"local:{SMOLLM2}")
     user: UserConfig | None = None
     batch_size: int = 4
     group_size: int = 4
     test_group_size: int = 2
     renderer_name: str = "qwen3_instruct"
-    model_name: str = DEFAULT_MODEL
+    model_name: str = SMOLLM2
     pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
     rounds: int = 1
     n_test: int = 0

@@ -25,7 +25,7 @@ import anyio
 from tinker_cookbook.renderers import Message
 
 from envs.judge.judge import Judge, JudgeResult, sum_metrics
-from envs.judge.rubric import _json_objects, format_transcript
+from envs.judge.text import format_transcript, json_objects
 
 RESPONSE_A_TAG = "response_A"
 """Tag around the first response in a comparison prompt."""
@@ -80,7 +80,7 @@ def parse_preference(text: str) -> float | None:
     and a reply that is only ``A``, ``B`` or ``tie``.
     """
     values = {"a": 0.0, "b": 1.0, "tie": 0.5}
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text)):
         for key in ("preferred", "winner", "better"):
             choice = obj.get(key)
             if isinstance(choice, str) and choice.strip().lower() in values:

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.renderers import Message
 
 from envs.judge.judge import Judge, JudgeResult, JudgeStatus, sum_metrics
+from envs.judge.text import format_transcript, json_objects
 
 _NUM = r"[-+]?\d+(?:\.\d+)?"
 _SCORE_RE = re.compile(
@@ -37,8 +38,6 @@ _SCORE_RE = re.compile(
 )
 _TAG_RE = re.compile(rf"<score>\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*</score>", re.IGNORECASE)
 _BARE_RE = re.compile(rf"^\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*\.?\s*$")
-
-ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
 class GradingMode(StrEnum):
@@ -193,7 +192,7 @@ class Rubric:
         weighted mean is used (every criterion must be present).
         """
         if criterion is None and len(self.criteria) > 1:
-            for obj in _json_objects(text):
+            for obj in json_objects(text):
                 scores = obj.get("scores")
                 if isinstance(scores, Mapping):
                     return self._weighted(scores)
@@ -211,29 +210,6 @@ class Rubric:
     def namespace(self, criterion: Criterion | None = None) -> str:
         """Cache namespace of a grade (rubric content, criterion, parser version)."""
         return f"rubric:v1:{self.fingerprint()}:{criterion.name if criterion else '*'}"
-
-
-def format_transcript(messages: Sequence[Message]) -> str:
-    """A conversation as plain text for a judge (``Role: text`` paragraphs)."""
-    return "\n\n".join(
-        f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {get_text_content(m).strip()}" for m in messages
-    )
-
-
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    start = text.find("{")
-    while start != -1:
-        try:
-            obj, end = decoder.raw_decode(text, start)
-        except ValueError:
-            start = text.find("{", start + 1)
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-        start = text.find("{", end)
-    return found
 
 
 def _fraction(value: str, denominator: str | None, scale: float) -> float | None:
@@ -268,7 +244,7 @@ def parse_score(text: str, scale: float = 10) -> float | None:
     """
     if scale <= 0:
         raise ValueError(f"scale must be > 0, got {scale}")
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text)):
         for key in ("score", "Score", "rating", "grade"):
             if key in obj:
                 return _number(obj[key], scale)

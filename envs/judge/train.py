@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
+from backend.model import SMOLLM2
 
 if TYPE_CHECKING:
     from envs.judge import JudgeDatasetBuilder
-
-SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 @chz.chz
@@ -72,7 +71,7 @@ class JudgeTrainConfig(training.Config):
 
     # --- the judge ------------------------------------------------------------------------
     judge: str = f"local:{SMOLLM2}"
-    """Judge spec: ``local:<model>``, ``tinker:<model>``, ``openai:<model>``, ``scripted:score:7``..."""
+    """Judge spec: ``local:<model>``, ``tinker:<model>``, ``openai:<model>`` or a registered kind."""
     judge_max_tokens: int = 3
     """Tokens of a judge reply (after the prefix)."""
     judge_reply_prefix: str | None = None

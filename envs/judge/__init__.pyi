@@ -1,0 +1,140 @@
+"""Public names of ``envs.judge`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
+
+from .cache import (
+    JudgeCache as JudgeCache,
+)
+from .cache import (
+    cache_key as cache_key,
+)
+from .config import (
+    JudgeConfig as JudgeConfig,
+)
+from .env import (
+    DATA_DIR as DATA_DIR,
+)
+from .env import (
+    DEFAULT_FAULTS as DEFAULT_FAULTS,
+)
+from .env import (
+    JudgeDataset as JudgeDataset,
+)
+from .env import (
+    JudgeDatasetBuilder as JudgeDatasetBuilder,
+)
+from .env import (
+    JudgedChatEnv as JudgedChatEnv,
+)
+from .env import (
+    JudgeEnvKind as JudgeEnvKind,
+)
+from .env import (
+    JudgeTask as JudgeTask,
+)
+from .env import (
+    OnTruncation as OnTruncation,
+)
+from .env import (
+    PairwiseEnv as PairwiseEnv,
+)
+from .env import (
+    PairwiseGroupBuilder as PairwiseGroupBuilder,
+)
+from .env import (
+    RubricEnv as RubricEnv,
+)
+from .env import (
+    RubricGroupBuilder as RubricGroupBuilder,
+)
+from .env import (
+    SimulatedUser as SimulatedUser,
+)
+from .env import (
+    UserConfig as UserConfig,
+)
+from .env import (
+    load_tasks as load_tasks,
+)
+from .env import (
+    rubric_criteria_text as rubric_criteria_text,
+)
+from .judge import (
+    METRIC_PREFIX as METRIC_PREFIX,
+)
+from .judge import (
+    Judge as Judge,
+)
+from .judge import (
+    JudgeResult as JudgeResult,
+)
+from .judge import (
+    JudgeStats as JudgeStats,
+)
+from .judge import (
+    JudgeStatus as JudgeStatus,
+)
+from .judge import (
+    clear_judges as clear_judges,
+)
+from .judge import (
+    get_judge as get_judge,
+)
+from .judge import (
+    sum_metrics as sum_metrics,
+)
+from .pairwise import (
+    Comparison as Comparison,
+)
+from .pairwise import (
+    TournamentPattern as TournamentPattern,
+)
+from .pairwise import (
+    TournamentResult as TournamentResult,
+)
+from .pairwise import (
+    comparison_prompt as comparison_prompt,
+)
+from .pairwise import (
+    parse_preference as parse_preference,
+)
+from .pairwise import (
+    run_tournament as run_tournament,
+)
+from .pairwise import (
+    tournament_pairs as tournament_pairs,
+)
+from .pairwise import (
+    win_rates as win_rates,
+)
+from .registry import (
+    PrefilledSamplingCompleter as PrefilledSamplingCompleter,
+)
+from .registry import (
+    make_completer as make_completer,
+)
+from .registry import (
+    register_completer as register_completer,
+)
+from .rubric import (
+    Criterion as Criterion,
+)
+from .rubric import (
+    GradingMode as GradingMode,
+)
+from .rubric import (
+    Rubric as Rubric,
+)
+from .rubric import (
+    RubricGrade as RubricGrade,
+)
+from .rubric import (
+    grade as grade,
+)
+from .rubric import (
+    load_rubrics as load_rubrics,
+)
+from .rubric import (
+    parse_score as parse_score,
+)
+from .text import (
+    format_transcript as format_transcript,
+)

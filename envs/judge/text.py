@@ -1,0 +1,36 @@
+"""Plain text shared by the rubric and pairwise judges: transcripts and embedded JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tinker_cookbook.renderers import Message, get_text_content
+
+ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+"""How :func:`format_transcript` names each role."""
+
+
+def format_transcript(messages: Sequence[Message]) -> str:
+    """A conversation as plain text for a judge (``Role: text`` paragraphs)."""
+    return "\n\n".join(
+        f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {get_text_content(m).strip()}" for m in messages
+    )
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object embedded in ``text``, in order (judges wrap them in prose)."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    start = text.find("{")
+    while start != -1:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        start = text.find("{", end)
+    return found
