@@ -11,43 +11,11 @@ Quick start::
 The local clients mirror ``tinker.ServiceClient`` / ``TrainingClient`` / ``SamplingClient``
 (tinker 0.38): same method names and arguments, same ``tinker.types`` results, and futures that
 work as ``.result()``, ``await fut`` and ``await fut.result_async()``.
+
+Every name is imported on first use (``lazy_loader``, names in ``__init__.pyi``): ``import
+backend`` (or reading :data:`SMOLLM2`) loads no torch.
 """
 
-from backend.factory import BackendName, make_service_client, resolve_backend
-from backend.local._checkpoint import SCHEME as CHECKPOINT_SCHEME
-from backend.local._errors import (
-    CheckpointExistsError,
-    CheckpointNotFoundError,
-    InvalidDatumError,
-    LocalBackendError,
-    PromptTooLongError,
-    UnknownLossError,
-)
-from backend.local._futures import ClientFuture, LocalFuture
-from backend.local._sampler import SamplerStats
-from backend.local._service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
-from backend.model import SMOLLM2, TINY, UnknownModelError, load_model, load_tokenizer
+import lazy_loader
 
-__all__ = [
-    "CHECKPOINT_SCHEME",
-    "SMOLLM2",
-    "TINY",
-    "BackendName",
-    "CheckpointExistsError",
-    "CheckpointNotFoundError",
-    "ClientFuture",
-    "InvalidDatumError",
-    "LocalBackendError",
-    "LocalFuture",
-    "LocalSamplingClient",
-    "LocalServiceClient",
-    "LocalTrainingClient",
-    "PromptTooLongError",
-    "SamplerStats",
-    "UnknownLossError",
-    "UnknownModelError",
-    "load_model",
-    "load_tokenizer",
-    "make_service_client",
-    "resolve_backend",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

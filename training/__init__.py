@@ -34,60 +34,10 @@ A minimal env ``train.py``::
     if __name__ == "__main__":
         raise SystemExit(training.run_cli(Config))
 
-Only :mod:`training._config` and :mod:`training._cli` are imported eagerly; the loop's
-names are loaded on first use.
+Every name is imported on first use (``lazy_loader``, names in ``__init__.pyi``), so
+``import training`` costs nothing and a CLI rejects a bad key before the loop is imported.
 """
 
-from __future__ import annotations
+import lazy_loader
 
-from typing import TYPE_CHECKING, Any
-
-from training._cli import ConfigError, parse_config, run_cli
-from training._config import BackendName, ComputeDtype, Config, LossFnName, LRSchedule
-
-if TYPE_CHECKING:
-    from training._loop import RunFolderError, RunSummary, WarmStart, train, train_async
-    from training._metrics import group_metrics
-    from training._plot import plot_reward_curve
-    from training._warm_start import sft_datum, supervised_warm_start
-
-_LAZY = {
-    "RunFolderError": "training._loop",
-    "RunSummary": "training._loop",
-    "WarmStart": "training._loop",
-    "train": "training._loop",
-    "train_async": "training._loop",
-    "group_metrics": "training._metrics",
-    "plot_reward_curve": "training._plot",
-    "sft_datum": "training._warm_start",
-    "supervised_warm_start": "training._warm_start",
-}
-
-__all__ = [
-    "BackendName",
-    "ComputeDtype",
-    "Config",
-    "ConfigError",
-    "LRSchedule",
-    "LossFnName",
-    "RunFolderError",
-    "RunSummary",
-    "WarmStart",
-    "group_metrics",
-    "parse_config",
-    "plot_reward_curve",
-    "run_cli",
-    "sft_datum",
-    "supervised_warm_start",
-    "train",
-    "train_async",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'training' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import chz
 
+from backend.model import SMOLLM2  # a constant: backend.model and backend import no torch
+
 if TYPE_CHECKING:
     from tinker_cookbook.rl.types import RLDatasetBuilder
 
@@ -21,8 +23,6 @@ is set, else local."""
 LRSchedule = Literal["constant", "linear"]
 ComputeDtype = Literal["float32", "bfloat16"]
 """``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
-
-SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def _positive(name: str, value: float) -> None:
@@ -44,7 +44,7 @@ class Config:
     """
 
     # --- model and backend ---------------------------------------------------------------
-    model_name: str = SMOLLM2_NAME
+    model_name: str = SMOLLM2
     """Base model to train (the local backend serves SmolLM2-135M-Instruct and a tiny random Llama)."""
     renderer_name: str = "qwen3_instruct"
     """Renderer of the conversation (passed to the env's dataset builder)."""

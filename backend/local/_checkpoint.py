@@ -30,7 +30,7 @@ from backend.model import cache_dir
 
 from ._errors import CheckpointExistsError, CheckpointNotFoundError
 
-SCHEME = "local://"
+CHECKPOINT_SCHEME = "local://"
 ADAPTER_FILE = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 METADATA_FILE = "metadata.json"
@@ -66,13 +66,13 @@ def default_root() -> Path:
 
 def make_path(run_id: str, kind: str, name: str) -> str:
     """The ``local://`` address of a checkpoint."""
-    return f"{SCHEME}{run_id}/{kind}/{name}"
+    return f"{CHECKPOINT_SCHEME}{run_id}/{kind}/{name}"
 
 
 def resolve(path: str, root: Path) -> Path:
     """Folder of the checkpoint at ``path``; :class:`CheckpointNotFoundError` when there is none."""
-    if path.startswith(SCHEME):
-        rest = path[len(SCHEME) :]
+    if path.startswith(CHECKPOINT_SCHEME):
+        rest = path[len(CHECKPOINT_SCHEME) :]
         folder = Path(rest) if rest.startswith("/") else root / rest
     elif path.startswith("tinker://"):
         raise CheckpointNotFoundError(
@@ -80,7 +80,7 @@ def resolve(path: str, root: Path) -> Path:
         )
     else:
         folder = Path(path).expanduser()
-    if ".." in Path(path[len(SCHEME) :] if path.startswith(SCHEME) else path).parts:
+    if ".." in Path(path[len(CHECKPOINT_SCHEME) :] if path.startswith(CHECKPOINT_SCHEME) else path).parts:
         raise CheckpointNotFoundError(f"checkpoint path {path!r} may not contain '..'")
     if not (folder / METADATA_FILE).is_file() or not (folder / ADAPTER_FILE).is_file():
         raise CheckpointNotFoundError(f"no checkpoint at {path!r} (looked in {folder})")

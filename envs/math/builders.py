@@ -7,7 +7,6 @@ process that runs the envs. They run unchanged in ``tinker_cookbook.rl.train``.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import chz
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
 
 from backend.model import SMOLLM2
+from envs.datasets import GroupDataset
 from envs.math._keys import check_game_keys
 from envs.math.data import MathProblem, Split, generate_problems, load_gsm8k, load_jsonl, load_math
 from envs.math.env import CalculatorMode, EnvPreset, MathEnv, MathEnvConfig
@@ -54,8 +54,9 @@ class MathGroupBuilder(EnvGroupBuilder):
         return [self.dataset_name, f"level{self.problem.level}"]
 
 
-class MathRLDataset(RLDataset):
-    """Batches of :class:`MathGroupBuilder`; batch ``i`` is a pure function of ``(problems, seed, i)``.
+class MathRLDataset(GroupDataset):
+    """Batches of :class:`MathGroupBuilder` (a :class:`~envs.datasets.GroupDataset`: group ``k`` is
+    problem ``k`` of the seeded order, so batch ``i`` is a pure function of ``(problems, seed, i)``).
 
     Args:
         problems: the problems (order is shuffled once with ``seed`` when ``shuffle``).
@@ -89,26 +90,23 @@ class MathRLDataset(RLDataset):
         if shuffle:
             random.Random(f"turngym-math-order:{seed}").shuffle(order)
         self.problems = tuple(problems[i] for i in order)
-        self.batch_size = batch_size
+        super().__init__(batch_size, len(self.problems))
         self.group_size = group_size
         self.config = config
         self.renderer_name = renderer_name
         self.model_name = model_name
         self.dataset_name = dataset_name
 
-    def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch {index} is outside the dataset's {len(self)} batches")
-        chunk = self.problems[index * self.batch_size : (index + 1) * self.batch_size]
-        return [
-            MathGroupBuilder(
-                p, self.config, self.group_size, self.renderer_name, self.model_name, self.dataset_name
-            )
-            for p in chunk
-        ]
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.problems) / self.batch_size)
+    def group(self, index: int) -> MathGroupBuilder:
+        """The group of problem ``index`` (in the dataset's order)."""
+        return MathGroupBuilder(
+            self.problems[index],
+            self.config,
+            self.group_size,
+            self.renderer_name,
+            self.model_name,
+            self.dataset_name,
+        )
 
 
 def load_split(

@@ -1,0 +1,65 @@
+"""Public names of ``backend`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
+
+from .factory import (
+    BackendName as BackendName,
+)
+from .factory import (
+    make_service_client as make_service_client,
+)
+from .factory import (
+    resolve_backend as resolve_backend,
+)
+from .local._checkpoint import (
+    CHECKPOINT_SCHEME as CHECKPOINT_SCHEME,
+)
+from .local._errors import (
+    CheckpointExistsError as CheckpointExistsError,
+)
+from .local._errors import (
+    CheckpointNotFoundError as CheckpointNotFoundError,
+)
+from .local._errors import (
+    InvalidDatumError as InvalidDatumError,
+)
+from .local._errors import (
+    LocalBackendError as LocalBackendError,
+)
+from .local._errors import (
+    PromptTooLongError as PromptTooLongError,
+)
+from .local._errors import (
+    UnknownLossError as UnknownLossError,
+)
+from .local._futures import (
+    ClientFuture as ClientFuture,
+)
+from .local._futures import (
+    LocalFuture as LocalFuture,
+)
+from .local._sampler import (
+    SamplerStats as SamplerStats,
+)
+from .local._service import (
+    LocalSamplingClient as LocalSamplingClient,
+)
+from .local._service import (
+    LocalServiceClient as LocalServiceClient,
+)
+from .local._service import (
+    LocalTrainingClient as LocalTrainingClient,
+)
+from .model import (
+    SMOLLM2 as SMOLLM2,
+)
+from .model import (
+    TINY as TINY,
+)
+from .model import (
+    UnknownModelError as UnknownModelError,
+)
+from .model import (
+    load_model as load_model,
+)
+from .model import (
+    load_tokenizer as load_tokenizer,
+)

@@ -1,0 +1,98 @@
+"""Public names of ``envs.math`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
+
+from .builders import (
+    MathDatasetBuilder as MathDatasetBuilder,
+)
+from .builders import (
+    MathGroupBuilder as MathGroupBuilder,
+)
+from .builders import (
+    MathRLDataset as MathRLDataset,
+)
+from .builders import (
+    load_split as load_split,
+)
+from .calculator import (
+    CalculatorError as CalculatorError,
+)
+from .calculator import (
+    CalculatorLimits as CalculatorLimits,
+)
+from .calculator import (
+    evaluate as evaluate,
+)
+from .data import (
+    DatasetFormatError as DatasetFormatError,
+)
+from .data import (
+    MathProblem as MathProblem,
+)
+from .data import (
+    Split as Split,
+)
+from .data import (
+    extract_gsm8k_answer as extract_gsm8k_answer,
+)
+from .data import (
+    generate_problems as generate_problems,
+)
+from .data import (
+    load_gsm8k as load_gsm8k,
+)
+from .data import (
+    load_jsonl as load_jsonl,
+)
+from .data import (
+    load_math as load_math,
+)
+from .env import (
+    CALCULATOR_TOOL as CALCULATOR_TOOL,
+)
+from .env import (
+    METRIC_ATTEMPTS as METRIC_ATTEMPTS,
+)
+from .env import (
+    METRIC_CORRECT as METRIC_CORRECT,
+)
+from .env import (
+    METRIC_FORMAT as METRIC_FORMAT,
+)
+from .env import (
+    CalculatorMode as CalculatorMode,
+)
+from .env import (
+    EnvPreset as EnvPreset,
+)
+from .env import (
+    MathEnv as MathEnv,
+)
+from .env import (
+    MathEnvConfig as MathEnvConfig,
+)
+from .env import (
+    supports_tools as supports_tools,
+)
+from .grading import (
+    Grader as Grader,
+)
+from .grading import (
+    GraderConfig as GraderConfig,
+)
+from .grading import (
+    GradeResult as GradeResult,
+)
+from .grading import (
+    GraderStats as GraderStats,
+)
+from .grading import (
+    GradeStatus as GradeStatus,
+)
+from .grading import (
+    default_grader as default_grader,
+)
+from .grading import (
+    extract_boxed as extract_boxed,
+)
+from .grading import (
+    normalize_answer as normalize_answer,
+)

@@ -1,0 +1,53 @@
+"""Public names of ``training`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
+
+from ._cli import (
+    ConfigError as ConfigError,
+)
+from ._cli import (
+    parse_config as parse_config,
+)
+from ._cli import (
+    run_cli as run_cli,
+)
+from ._config import (
+    BackendName as BackendName,
+)
+from ._config import (
+    ComputeDtype as ComputeDtype,
+)
+from ._config import (
+    Config as Config,
+)
+from ._config import (
+    LossFnName as LossFnName,
+)
+from ._config import (
+    LRSchedule as LRSchedule,
+)
+from ._loop import (
+    RunFolderError as RunFolderError,
+)
+from ._loop import (
+    RunSummary as RunSummary,
+)
+from ._loop import (
+    WarmStart as WarmStart,
+)
+from ._loop import (
+    train as train,
+)
+from ._loop import (
+    train_async as train_async,
+)
+from ._metrics import (
+    group_metrics as group_metrics,
+)
+from ._plot import (
+    plot_reward_curve as plot_reward_curve,
+)
+from ._warm_start import (
+    sft_datum as sft_datum,
+)
+from ._warm_start import (
+    supervised_warm_start as supervised_warm_start,
+)
