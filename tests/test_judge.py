@@ -722,3 +722,27 @@ def test_truncated_turn_can_continue_the_chat(renderer) -> None:
     assert renderer.tokenizer.decode(ob).count("Paris is the capital and<|im_end|>") == 1
     assert second.episode_done and second.reward == pytest.approx(0.4)
     assert [m["role"] for m in env.final_transcript] == ["user", "assistant", "user", "assistant"]
+
+
+def test_scripted_judges_are_test_doubles_not_a_production_kind() -> None:
+    """Without ``envs.judge.testing`` a ``scripted:`` spec is unknown (with a hint); the judge's
+    production modules never import the test doubles."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from envs.judge import JudgeConfig, make_completer\n"
+        "try:\n"
+        "    make_completer(JudgeConfig('scripted:score:7'))\n"
+        "except ValueError as e:\n"
+        "    print('ERR', e)\n"
+        "print('testing' if 'envs.judge.testing' in sys.modules else 'clean')\n"
+        "import envs.judge.testing\n"
+        "print(type(make_completer(JudgeConfig('scripted:score:7'))).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("ERR unknown completer kind 'scripted'") and "envs.judge.testing" in lines[0]
+    assert lines[1] == "clean"
+    assert lines[2] == "ConstantJudge"

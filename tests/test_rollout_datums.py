@@ -235,3 +235,22 @@ def test_html_transcript_escapes_everything(tmp_path, tokenizer):
     assert page.count("<h2>Group") == 2
     path = write_html(result, tmp_path / "t.html", tokenizer, n_groups=5)
     assert path.read_text().count("<h2>Group") == 3
+
+
+def _group(totals: list[float]) -> TrajectoryGroup:
+    import tinker
+    from tinker_cookbook.rl.types import Trajectory
+
+    trajectories = [Trajectory(transitions=[], final_ob=tinker.ModelInput.empty()) for _ in totals]
+    return TrajectoryGroup(trajectories_G=trajectories, final_rewards_G=totals, metrics_G=[{} for _ in totals])
+
+
+def test_one_constant_reward_filter_tolerates_float_noise():
+    """``is_constant_group`` is the one constant-reward test (assemble and the training loop use it):
+    float noise in equal totals does not make a group informative."""
+    from rollout import informative_groups, is_constant_group
+
+    noisy, flat, mixed = _group([0.1 + 0.2, 0.3]), _group([1.0, 1.0, 1.0]), _group([0.0, 1.0])
+    assert is_constant_group(noisy) and is_constant_group(flat) and not is_constant_group(mixed)
+    assert informative_groups([noisy, mixed, flat]) == [mixed]
+    assert informative_groups([noisy, flat]) == []  # unlike the cookbook's filter: nothing kept

@@ -484,3 +484,23 @@ def test_gate_works_across_event_loops():
     assert asyncio.run(contend()) == [0, 1, 2]
     assert asyncio.run(contend()) == [0, 1, 2]
     assert gate.free == 1
+
+
+def test_max_tool_calls_is_pushed_through_the_cookbook_seam(caplog):
+    """``RolloutLimits.max_tool_calls`` reaches envs with ``set_max_tool_calls`` (the cookbook
+    runner's seam); other envs log that it is not enforced."""
+    pushed: list[int] = []
+
+    class ToolEnv(SyntheticEnv):
+        def set_max_tool_calls(self, n: int) -> None:
+            pushed.append(n)
+
+    async def main():
+        config = EngineConfig(limits=RolloutLimits(max_tool_calls=3))
+        await run_episode(ScriptedCompleter(), ToolEnv(turns=2), config)
+        assert pushed == [3]
+        with caplog.at_level("WARNING"):
+            await run_episode(ScriptedCompleter(), SyntheticEnv(turns=2), config)
+        assert "max_tool_calls=3" in caplog.text and "not be enforced" in caplog.text
+
+    run(main)

@@ -225,6 +225,6 @@ def cookbook_twenty_questions_source(group_size: int = 1) -> EnvSource:
     """tinker-cookbook's Twenty Questions (:func:`envs.testing.cookbook_twenty_questions`)."""
     from functools import partial
 
-    from envs.testing._cookbook import cookbook_twenty_questions
+    from envs.gym._cookbook import cookbook_twenty_questions
 
     return partial(cookbook_twenty_questions, group_size=group_size)

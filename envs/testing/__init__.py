@@ -37,7 +37,7 @@ from envs.checker import (
     well_formed_action,
 )
 from envs.gym._adapter import EnvSource
-from envs.testing._cookbook import ScriptedAnswerer, cookbook_twenty_questions
+from envs.gym._cookbook import ScriptedAnswerer, cookbook_twenty_questions
 from envs.testing._strategies import tool_call_conversations, tool_calls
 from renderers_ext.testing import (
     assistant_messages,
