@@ -16,12 +16,13 @@ class JudgeConfig:
     """A picklable description of a guarded completer (a judge, or a simulated user).
 
     ``completer`` is a spec ``"<kind>:<argument>"``: ``"local:HuggingFaceTB/SmolLM2-135M-Instruct"``,
-    ``"tinker:Qwen/Qwen3-8B"``, ``"openai:gpt-4o-mini"`` (with ``base_url``), ``"scripted:score:7"``,
-    or a name given to :func:`register_completer`.
+    ``"tinker:Qwen/Qwen3-8B"``, ``"openai:gpt-4o-mini"`` (with ``base_url``), a name given to
+    :func:`~envs.judge.registry.register_completer`, or in tests ``"scripted:score:7"`` (after
+    ``import envs.judge.testing``).
     """
 
     completer: str
-    """Completer spec, resolved by :func:`make_completer`."""
+    """Completer spec, resolved by :func:`~envs.judge.registry.make_completer`."""
     judge_id: str | None = None
     """Cache identity (defaults to ``completer``). Change it when the judge model changes."""
     max_concurrency: int = 16
