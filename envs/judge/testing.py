@@ -32,6 +32,21 @@ from envs.judge.config import JudgeConfig
 from envs.judge.pairwise import RESPONSE_A_TAG, RESPONSE_B_TAG
 from envs.judge.registry import register_completer
 
+__all__ = [
+    "SCRIPTED_NAMES",
+    "ConstantJudge",
+    "FlakyJudge",
+    "GarbageJudge",
+    "HangingJudge",
+    "LongerJudge",
+    "PreferenceJudge",
+    "RaisingJudge",
+    "ScriptedJudge",
+    "SleepingJudge",
+    "make_scripted",
+    "register_scripted_judges",
+]
+
 SCRIPTED_NAMES = (
     "score",
     "reply",
