@@ -10,7 +10,12 @@ Quick start::
 
 The local clients mirror ``tinker.ServiceClient`` / ``TrainingClient`` / ``SamplingClient``
 (tinker 0.38): same method names and arguments, same ``tinker.types`` results, and futures that
-work as ``.result()``, ``await fut`` and ``await fut.result_async()``.
+work as ``.result()``, ``await fut`` and ``await fut.result_async()``; a tinker method with no
+local counterpart raises :class:`UnsupportedCallError` naming it.
+
+The cookbook's own entry points (``rl.train.main``, ``supervised.train.main``,
+``preference.train_dpo.main``, recipes) run unchanged on the local backend inside
+:func:`use_local_backend`, or as ``python -m backend.offline MODULE key=value ...``.
 
 Every name is imported on first use (``lazy_loader``, names in ``__init__.pyi``): ``import
 backend`` (or reading :data:`SMOLLM2`) loads no torch.

@@ -19,6 +19,9 @@ from .local._errors import (
     CheckpointNotFoundError as CheckpointNotFoundError,
 )
 from .local._errors import (
+    CustomLossError as CustomLossError,
+)
+from .local._errors import (
     InvalidDatumError as InvalidDatumError,
 )
 from .local._errors import (
@@ -29,6 +32,9 @@ from .local._errors import (
 )
 from .local._errors import (
     UnknownLossError as UnknownLossError,
+)
+from .local._errors import (
+    UnsupportedCallError as UnsupportedCallError,
 )
 from .local._futures import (
     ClientFuture as ClientFuture,
@@ -62,4 +68,7 @@ from .model import (
 )
 from .model import (
     load_tokenizer as load_tokenizer,
+)
+from .offline import (
+    use_local_backend as use_local_backend,
 )

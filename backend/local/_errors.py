@@ -21,6 +21,16 @@ class PromptTooLongError(LocalBackendError, ValueError):
     """The prompt (plus ``max_tokens``) does not fit in the model's context window."""
 
 
+class CustomLossError(LocalBackendError, ValueError):
+    """A ``forward_backward_custom`` loss function returned something unusable (not a
+    ``(tensor, metrics)`` pair, or a loss with no gradient to some datum's logprobs)."""
+
+
+class UnsupportedCallError(LocalBackendError, NotImplementedError):
+    """A tinker client method (or argument) the local backend does not implement; the message
+    names the call."""
+
+
 class CheckpointNotFoundError(LocalBackendError, FileNotFoundError):
     """A ``local://`` checkpoint path does not resolve to a saved checkpoint."""
 
@@ -32,9 +42,11 @@ class CheckpointExistsError(LocalBackendError, FileExistsError):
 __all__ = [
     "CheckpointExistsError",
     "CheckpointNotFoundError",
+    "CustomLossError",
     "InvalidDatumError",
     "LocalBackendError",
     "PromptTooLongError",
     "UnknownLossError",
     "UnknownModelError",
+    "UnsupportedCallError",
 ]

@@ -10,16 +10,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import tinker
 import torch
 from tinker import types
 
 from backend.model import KNOWN_MODELS, load_tokenizer
 
 from . import _checkpoint as ckpt
-from ._errors import UnknownModelError
+from ._errors import UnknownModelError, UnsupportedCallError
 from ._futures import ClientFuture, LocalFuture, submit, submit_client
+from ._rest import LocalRestClient
 from ._sampler import SamplerEngine, SamplerStats
-from ._trainer import TrainerCore, check_compute_dtype
+from ._surface import TinkerSurface
+from ._trainer import CustomLossFn, TrainerCore, check_compute_dtype, custom_loss_view
 from ._weights import merged_model, pristine_base
 
 _creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="turngym-create")
@@ -32,12 +35,16 @@ def _check_model(name: str) -> None:
         )
 
 
-class LocalSamplingClient:
+class LocalSamplingClient(TinkerSurface):
     """Tinker-compatible sampling client over an in-process :class:`SamplerEngine`.
 
     Use like ``tinker.SamplingClient``: ``sample(...)`` / ``compute_logprobs(...)`` return futures
-    usable as ``.result()``, ``await fut`` or ``await fut.result_async()``.
+    usable as ``.result()``, ``await fut`` or ``await fut.result_async()``. A method of
+    ``tinker.SamplingClient`` with no local counterpart raises
+    :class:`~backend.UnsupportedCallError` naming it.
     """
+
+    _tinker_class = "SamplingClient"
 
     def __init__(self, engine: SamplerEngine, model_path: str | None = None) -> None:
         self._engine = engine
@@ -144,12 +151,16 @@ class LocalSamplingClient:
         return self._engine
 
 
-class LocalTrainingClient:
+class LocalTrainingClient(TinkerSurface):
     """Tinker-compatible LoRA training client running in-process.
 
     Calls are queued on one worker thread and run in order; each returns a future usable as
-    ``.result()``, ``await fut`` or ``await fut.result_async()``.
+    ``.result()``, ``await fut`` or ``await fut.result_async()``. A method of
+    ``tinker.TrainingClient`` with no local counterpart raises
+    :class:`~backend.UnsupportedCallError` naming it.
     """
+
+    _tinker_class = "TrainingClient"
 
     def __init__(
         self, service: LocalServiceClient, core: TrainerCore, *, user_metadata: dict[str, str] | None = None
@@ -203,6 +214,43 @@ class LocalTrainingClient:
     ) -> LocalFuture[types.ForwardBackwardOutput]:
         """Deprecated tinker spelling: returns the future of :meth:`forward_backward`."""
         return self.forward_backward(data, loss_fn, loss_fn_config)
+
+    def forward_backward_custom(
+        self,
+        data: list[types.Datum],
+        loss_fn: CustomLossFn,
+        *,
+        loss_type_input: str | None = None,
+    ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """Forward/backward with a loss computed by ``loss_fn(data, logprobs_list)``.
+
+        As in tinker: ``loss_fn`` receives every datum (all its ``loss_fn_inputs``) and one
+        torch tensor of target-token logprobs per datum (shaped like ``target_tokens``), and
+        returns ``(loss, metrics)``; the loss's gradient flows to the LoRA weights and
+        accumulates until :meth:`optim_step`. The result's metrics are the loss function's plus
+        ``loss:sum`` (the custom loss) and ``surrogate_loss:sum``. ``loss_fn`` runs on the
+        training worker, in submission order. Server-side ``LossHandle`` s are not supported.
+        """
+        if isinstance(loss_fn, tinker.LossHandle):
+            raise UnsupportedCallError(
+                "TrainingClient.forward_backward_custom with a LossHandle (ServiceClient.create_custom_loss) "
+                "is not supported by the local backend; pass a Python loss function"
+            )
+        if loss_type_input not in (None, "logprobs"):
+            raise ValueError(f"loss_type_input must be 'logprobs' or None, got {loss_type_input!r}")
+        view = custom_loss_view(data)
+        self._core.prepare(view, "cross_entropy")  # validate eagerly: errors surface at the call
+        return submit(self._executor, lambda: self._core.forward_backward_custom(data, loss_fn))
+
+    async def forward_backward_custom_async(
+        self,
+        data: list[types.Datum],
+        loss_fn: CustomLossFn,
+        *,
+        loss_type_input: str | None = None,
+    ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """Deprecated tinker spelling: returns the future of :meth:`forward_backward_custom`."""
+        return self.forward_backward_custom(data, loss_fn, loss_type_input=loss_type_input)
 
     def optim_step(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
@@ -376,8 +424,11 @@ class LocalTrainingClient:
         return self._core
 
 
-class LocalServiceClient:
+class LocalServiceClient(TinkerSurface):
     """In-process replacement for ``tinker.ServiceClient`` serving the embedded models.
+
+    A method of ``tinker.ServiceClient`` with no local counterpart raises
+    :class:`~backend.UnsupportedCallError` naming it.
 
     Args:
         root: folder for ``local://`` checkpoints (default ``$TURNGYM_CHECKPOINTS`` or
@@ -393,6 +444,8 @@ class LocalServiceClient:
             and prefill on CPUs with native bfloat16 (AVX512-BF16, AMX); sampler and trainer
             logprobs then differ by ~1e-2 per token, which the KL metrics report.
     """
+
+    _tinker_class = "ServiceClient"
 
     def __init__(
         self,
@@ -615,3 +668,11 @@ class LocalServiceClient:
         return types.GetServerCapabilitiesResponse(
             supported_models=[{"model_name": m} for m in KNOWN_MODELS]  # type: ignore[list-item]
         )
+
+    async def get_server_capabilities_async(self) -> Any:
+        """Same as :meth:`get_server_capabilities`."""
+        return self.get_server_capabilities()
+
+    def create_rest_client(self) -> LocalRestClient:
+        """A ``tinker.RestClient`` stand-in over this service's checkpoints (runs, checkpoints, deletion)."""
+        return LocalRestClient(self.root)

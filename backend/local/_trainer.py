@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,39 @@ import torch
 from tinker import types
 
 from . import _checkpoint as ckpt
-from ._errors import InvalidDatumError, LocalBackendError
+from ._errors import CustomLossError, InvalidDatumError, LocalBackendError
 from ._losses import get_loss
 from ._weights import fresh_base
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
 COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+CustomLossFn = Callable[[list[types.Datum], list[torch.Tensor]], tuple[torch.Tensor, dict[str, float]]]
+"""tinker's ``CustomLossFnV1``: ``(data, per-datum target logprobs) -> (loss, metrics)``."""
+
+
+def custom_loss_view(data: Sequence[types.Datum]) -> list[types.Datum]:
+    """What a custom loss's forward pass sees of ``data``: ``target_tokens`` and ``weights``
+    (zeros when absent), as tinker sends them. Raises :class:`InvalidDatumError` on a datum
+    without ``target_tokens``."""
+    out = []
+    for i, datum in enumerate(data):
+        targets = datum.loss_fn_inputs.get("target_tokens")
+        if targets is None:
+            raise InvalidDatumError(
+                f"datum {i}: forward_backward_custom needs loss_fn_inputs['target_tokens']"
+            )
+        weights = datum.loss_fn_inputs.get("weights")
+        if weights is None:
+            weights = types.TensorData(data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape)
+        out.append(
+            types.Datum(
+                model_input=datum.model_input, loss_fn_inputs={"target_tokens": targets, "weights": weights}
+            )
+        )
+    return out
 
 
 def check_compute_dtype(name: str) -> str:
@@ -255,6 +281,62 @@ class TrainerCore:
             loss_fn_output_type="TorchLossReturn",
             loss_fn_outputs=[o for o in outputs if o is not None],
             metrics={"loss:sum": total},
+        )
+
+    def forward_backward_custom(
+        self, data: Sequence[types.Datum], loss_fn: CustomLossFn
+    ) -> types.ForwardBackwardOutput:
+        """tinker's ``forward_backward_custom``: a forward pass gives each datum's target
+        logprobs; ``loss_fn(data, logprobs)`` runs on them as leaf tensors; its gradient ``g``
+        with respect to them is sent back through the model as ``cross_entropy`` with weights
+        ``-g`` (the gradient of ``sum(-weights * logprobs)`` is then exactly the loss's), and
+        accumulated until :meth:`optim_step`.
+
+        Metrics: the loss function's own, ``loss:sum`` (the custom loss) and
+        ``surrogate_loss:sum`` (the linearised cross-entropy), as in tinker.
+        """
+        view = custom_loss_view(data)
+        forward = self.forward_backward(view, "cross_entropy", None, backward=False)
+        logprobs = []
+        for out, datum in zip(forward.loss_fn_outputs, view, strict=True):
+            shape = datum.loss_fn_inputs["target_tokens"].shape
+            lp = out["logprobs"].to_torch().float()
+            logprobs.append((lp.reshape(shape) if shape else lp).clone().detach().requires_grad_(True))
+        result = loss_fn(list(data), logprobs)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)):
+            raise CustomLossError(
+                f"the custom loss function must return (loss tensor, metrics dict), got {type(result).__name__}"
+            )
+        loss, metrics = result
+        if not loss.requires_grad:
+            raise CustomLossError(
+                "the custom loss does not depend on the logprobs it was given (no gradient)"
+            )
+        loss_sum = float(loss.detach().sum())
+        loss.sum().backward()
+        backward_data = []
+        for i, (datum, lp) in enumerate(zip(view, logprobs, strict=True)):
+            if lp.grad is None:
+                raise CustomLossError(f"no gradient reached the logprobs of datum {i} (the loss ignores it)")
+            backward_data.append(
+                types.Datum(
+                    model_input=datum.model_input,
+                    loss_fn_inputs={
+                        "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                        "weights": types.TensorData.from_torch(-lp.grad.detach().reshape(-1).float()),
+                    },
+                )
+            )
+        backward = self.forward_backward(backward_data, "cross_entropy", None, backward=True)
+        out_metrics = dict(backward.metrics)
+        surrogate = out_metrics.pop("loss:sum")
+        out_metrics.update({k: float(v) for k, v in dict(metrics or {}).items()})
+        out_metrics["loss:sum"] = loss_sum
+        out_metrics["surrogate_loss:sum"] = surrogate
+        return types.ForwardBackwardOutput(
+            loss_fn_output_type=backward.loss_fn_output_type,
+            loss_fn_outputs=backward.loss_fn_outputs,
+            metrics=out_metrics,
         )
 
     def optim_step(self, params: types.AdamParams) -> types.OptimStepResponse:
