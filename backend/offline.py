@@ -52,7 +52,7 @@ from backend.local._service import LocalServiceClient
 from backend.local._surface import TINKER_CLASSES
 from backend.model import KNOWN_MODELS, load_tokenizer
 
-__all__ = ["OFFLINE_ENV", "LocalTinkerServiceClient", "main", "use_local_backend"]
+__all__ = ["OFFLINE_ENV", "LocalTinkerServiceClient", "main", "register_local_tokenizers", "use_local_backend"]
 
 OFFLINE_ENV: Mapping[str, str] = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 """Environment set while :func:`use_local_backend` is active."""
@@ -98,7 +98,9 @@ def _modules_binding(obj: object) -> list[ModuleType]:
     return out
 
 
-def _register_tokenizers() -> list[str]:
+def register_local_tokenizers() -> list[str]:
+    """Register the local models' tokenizers with ``tinker_cookbook.tokenizer_utils`` (so the
+    cookbook's ``get_tokenizer`` never reaches the hub); returns the names newly registered."""
     from tinker_cookbook import tokenizer_utils
 
     added = []
@@ -153,7 +155,7 @@ def use_local_backend(
             module.__dict__["ServiceClient"] = stand_in
         saved_env = {k: os.environ.get(k) for k in OFFLINE_ENV}
         os.environ.update(OFFLINE_ENV)
-        added = _register_tokenizers()
+        added = register_local_tokenizers()
     try:
         yield stand_in
     finally:

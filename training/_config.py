@@ -6,6 +6,7 @@ stays ``key=value``), overrides defaults, and implements :meth:`Config.dataset_b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import chz
@@ -21,8 +22,12 @@ BackendName = Literal["auto", "local", "tinker"]
 """``local``: the embedded backend; ``tinker``: the cloud; ``auto``: tinker when ``TINKER_API_KEY``
 is set, else local."""
 LRSchedule = Literal["constant", "linear"]
-ComputeDtype = Literal["float32", "bfloat16"]
 """``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
+ComputeDtype = Literal["float32", "bfloat16"]
+EvaluatorBuilder = Callable[[], Any]
+"""The cookbook's ``EvaluatorBuilder``: a callable returning a ``SamplingClientEvaluator`` or a
+``TrainingClientEvaluator`` (``tinker_cookbook.eval.evaluators``), e.g. an
+``InspectEvaluatorBuilder``."""
 
 
 def _positive(name: str, value: float) -> None:
@@ -120,6 +125,15 @@ class Config:
     """Evaluate on the held-out split every this many steps, and after the last (0: never)."""
     save_every: int = 1
     """Save a resumable checkpoint every this many steps, and after the last (0: only the last)."""
+    evaluator_builders: list[EvaluatorBuilder] = chz.field(default_factory=list)
+    """The cookbook's evaluators (``SamplingClientEvaluator`` / ``TrainingClientEvaluator``
+    builders): run before step ``s`` trains when ``s % eval_every == 0``, on the weights after
+    ``s`` updates; their metrics join row ``s`` of ``metrics.jsonl`` under their own names, as in
+    the cookbook's trainers. Set from Python (a builder is an object, not a command-line value)."""
+    infrequent_evaluator_builders: list[EvaluatorBuilder] = chz.field(default_factory=list)
+    """Like :attr:`evaluator_builders`, every ``infrequent_eval_every`` steps (slow evaluations)."""
+    infrequent_eval_every: int = 100
+    """Period of :attr:`infrequent_evaluator_builders` (0: never)."""
     eval_batches: int | None = None
     """Held-out batches per evaluation (None: the whole held-out split); always the first ones,
     so every evaluation plays the same games."""
@@ -147,6 +161,7 @@ class Config:
         _non_negative("max_steps", self.max_steps)
         _non_negative("temperature", self.temperature)
         _non_negative("eval_every", self.eval_every)
+        _non_negative("infrequent_eval_every", self.infrequent_eval_every)
         _non_negative("save_every", self.save_every)
         _non_negative("max_steps_off_policy", self.max_steps_off_policy)
         _non_negative("grad_clip_norm", self.grad_clip_norm)

@@ -35,6 +35,7 @@ from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGrou
 from rollout import informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config
+from training._evaluators import build_evaluators, run_evaluators
 from training._logging import CONFIG_FILE, EVAL_FILE, METRICS_FILE, JsonlLog, read_rows, write_json_atomic
 from training._metrics import group_metrics
 from training._plot import PLOT_FILE, plot_reward_curve
@@ -109,6 +110,10 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
 
     if resolve_backend(config.backend) == "local":
         from transformers.utils import logging as hf_logging
+
+        from backend.offline import register_local_tokenizers
+
+        register_local_tokenizers()  # the cookbook's evaluators look tokenizers up by model name
 
         hf_logging.disable_progress_bar()  # "Loading weights" bars of every sampler snapshot
         return make_service_client(
@@ -193,6 +198,10 @@ class _Run:
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
+        self.evaluators = build_evaluators(config.evaluator_builders, "evaluator_builders")
+        self.infrequent_evaluators = build_evaluators(
+            config.infrequent_evaluator_builders, "infrequent_evaluator_builders"
+        )
 
     # ------------------------------------------------------------------ set-up
     def _resume_point(self) -> ckpt.CheckpointRecord | None:
@@ -267,10 +276,13 @@ class _Run:
                     for s in range(step, last + 1):
                         if s not in pending:
                             pending[s] = self._launch(tg, train_ds, s)
+                    evaluated = await self._run_evaluators(step)
                     t_wait = time.monotonic()
                     display.phase(f"sample {step}")
                     batch = await pending.pop(step).wait()
-                    await self._train_step(step, batch, wait_seconds=time.monotonic() - t_wait, end=end)
+                    await self._train_step(
+                        step, batch, wait_seconds=time.monotonic() - t_wait, end=end, extra=evaluated
+                    )
                     minutes = (time.monotonic() - self.t0) / 60
                     if (
                         config.time_budget_minutes
@@ -320,10 +332,13 @@ class _Run:
         return pending
 
     # ------------------------------------------------------------------ one step
-    async def _train_step(self, step: int, batch: SampledBatch, *, wait_seconds: float, end: int) -> None:
+    async def _train_step(
+        self, step: int, batch: SampledBatch, *, wait_seconds: float, end: int, extra: dict[str, Any]
+    ) -> None:
         config = self.config
         t_step = time.monotonic()
         metrics: dict[str, Any] = self._batch_metrics(batch)
+        metrics.update(extra)
         metrics["sampling/staleness"] = float(step - batch.sampler_step)
         metrics["time/sample"] = batch.seconds
         metrics["time/wait_sample"] = wait_seconds
@@ -419,6 +434,26 @@ class _Run:
         logger.info("checkpoint after step %d saved in %.1fs", done - 1, time.monotonic() - t)
 
     # ------------------------------------------------------------------ eval and artifacts
+    async def _run_evaluators(self, step: int) -> dict[str, Any]:
+        """The cookbook evaluators due before step ``step`` trains (weights after ``step`` updates)."""
+        config = self.config
+        due = [
+            *(self.evaluators if config.eval_every and step % config.eval_every == 0 else []),
+            *(
+                self.infrequent_evaluators
+                if config.infrequent_eval_every and step % config.infrequent_eval_every == 0
+                else []
+            ),
+        ]
+        if not due:
+            return {}
+        assert self.display is not None
+        self.display.phase(f"evaluators {step}")
+        t = time.monotonic()
+        metrics = await run_evaluators(due, self.training_client, self.sampling_client)
+        metrics["time/evaluators"] = time.monotonic() - t
+        return metrics
+
     async def _evaluate(self, step: int, test_ds: RLDataset | None) -> None:
         if test_ds is None or any(int(r["step"]) == step for r in self.eval_log.rows()):
             return
