@@ -11,6 +11,13 @@ Examples::
     python -m envs.math.eval run=runs/math/default             # last checkpoint of a training run
     python -m envs.math.eval checkpoint=local://<id>/sampler_weights/000020 checkpoint_root=runs/x/checkpoints
     python -m envs.math.eval env=feedback source=gsm8k path=data/gsm8k_test.jsonl n_test=200
+    python -m envs.math.eval harness=inspect n_test=20           # the Inspect AI task, offline
+
+``harness=inspect`` runs :func:`envs.math.inspect_task.gsm8k` (a GSM8K-style task read from a
+local file, scored by our math grader, or by Inspect's numeric match with ``inspect_scorer=match``)
+through the cookbook's Inspect AI bridge (``InspectEvaluatorBuilder``) against the same sampler;
+the generated source is first written to a GSM8K-style file next to ``output``. Needs the optional
+``inspect-ai`` package (``pip install -e ".[inspect]"``).
 
 The game keys (``env``, ``max_attempts``, ``calculator``, ``source``, ``path``, ``levels``...)
 mean the same as in ``python -m envs.math.train``.
@@ -18,6 +25,7 @@ mean the same as in ``python -m envs.math.train``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -30,7 +38,15 @@ import chz
 
 from backend.model import SMOLLM2
 
-__all__ = ["EpisodeRecord", "EvalConfig", "EvalSummary", "evaluate_policy", "main", "run_eval"]
+__all__ = [
+    "EpisodeRecord",
+    "EvalConfig",
+    "EvalSummary",
+    "evaluate_policy",
+    "main",
+    "run_eval",
+    "run_inspect_eval",
+]
 
 
 @chz.chz
@@ -51,6 +67,12 @@ class EvalConfig:
     """A training run folder: evaluates its last sampler checkpoint (sets the two keys above)."""
     output: str | None = None
     """Results JSON path (default: ``<run>/math_eval.json`` or ``runs/math/eval.json``)."""
+
+    harness: str = "env"
+    """``env``: our MathEnv game (the game keys below apply); ``inspect``: the Inspect AI task
+    (single generation, no game)."""
+    inspect_scorer: str = "grader"
+    """``harness=inspect``: ``grader`` (our math grader on the ``\\boxed{}`` answer) or ``match``."""
 
     env: str = "single"
     """Game preset: ``single``, ``feedback`` or ``calculator``."""
@@ -92,6 +114,10 @@ class EvalConfig:
             raise ValueError("n_test, samples_per_problem, concurrency and max_tokens must be >= 1")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.harness not in ("env", "inspect"):
+            raise ValueError(f"harness must be 'env' or 'inspect', got {self.harness!r}")
+        if self.inspect_scorer not in ("grader", "match"):
+            raise ValueError(f"inspect_scorer must be 'grader' or 'match', got {self.inspect_scorer!r}")
         from envs.math._keys import check_game_keys
 
         check_game_keys(self.env, self.calculator, self.source, self.levels)
@@ -248,11 +274,114 @@ def _resolve_checkpoint(config: EvalConfig) -> tuple[str | None, str | None]:
     return sampler, config.checkpoint_root or str(run / "checkpoints")
 
 
+async def _sampling_client(config: EvalConfig, checkpoint: str | None, root: str | None) -> Any:
+    from backend import make_service_client
+
+    kwargs: dict[str, Any] = {"root": root} if config.backend != "tinker" and root else {}
+    service: Any = make_service_client(config.backend, **kwargs)  # type: ignore[arg-type]
+    if checkpoint is not None:
+        return await service.create_sampling_client_async(model_path=checkpoint)
+    return await service.create_sampling_client_async(base_model=config.model_name)
+
+
+def _write_results(output: Path, summary: EvalSummary, records: Sequence[Any]) -> None:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(output.suffix + ".tmp")
+    tmp.write_text(
+        json.dumps({"summary": asdict(summary), "episodes": [asdict(r) for r in records]}, indent=1)
+    )
+    tmp.replace(output)
+
+
+def _output(config: EvalConfig) -> Path:
+    return Path(
+        config.output or (Path(config.run) / "math_eval.json" if config.run else "runs/math/eval.json")
+    )
+
+
+async def run_inspect_eval(config: EvalConfig) -> tuple[EvalSummary, Path]:
+    """``harness=inspect``: the Inspect GSM8K-style task through the cookbook's Inspect bridge on
+    the configured sampler; writes the results JSON (the summary; per-sample logs are Inspect's, in
+    ``<output dir>/inspect-logs``). ``summary.n`` is the number of scored samples."""
+    try:
+        from inspect_ai.log import read_eval_log
+        from tinker_cookbook.eval.inspect_evaluators import InspectEvaluatorBuilder
+
+        from envs.math.inspect_task import DATASET_NAME, gsm8k, write_gsm8k_jsonl
+    except ImportError as exc:
+        raise RuntimeError(
+            f"harness=inspect needs the optional inspect-ai package ({exc}); pip install -e '.[inspect]'"
+        ) from None
+    from backend import resolve_backend
+    from backend.offline import use_local_backend
+    from envs.math.builders import load_split
+    from envs.math.data import Split
+
+    checkpoint, root = _resolve_checkpoint(config)
+    output = _output(config)
+    if config.source in ("gsm8k", "jsonl") and config.path:
+        data_path = config.path.replace("{split}", str(Split.TEST))
+    else:  # write the configured test split as a GSM8K-style file, then read it like any other
+        problems = load_split(
+            config.source,
+            Split.TEST,
+            path=config.path,
+            n=config.n_test,
+            seed=config.seed,
+            levels=config.levels,
+        )
+        data_path = str(write_gsm8k_jsonl(problems, output.with_name(output.stem + "_gsm8k_style.jsonl")))
+    log_dir = output.parent / "inspect-logs"
+    builder = InspectEvaluatorBuilder(
+        tasks=[gsm8k(path=data_path, limit=config.n_test, scorer=config.inspect_scorer)],
+        renderer_name=config.renderer_name,
+        model_name=config.model_name,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        seed=config.seed,
+        limit=config.n_test,
+        log_dir=str(log_dir),
+        max_connections=config.concurrency,
+        log_level="warning",
+    )
+    local = resolve_backend(config.backend) == "local"  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    with use_local_backend(root) if local else contextlib.nullcontext():
+        before = set(log_dir.glob("*.eval")) if log_dir.is_dir() else set()
+        sampling_client = await _sampling_client(config, checkpoint, root)
+        metrics = await builder()(sampling_client)
+    logs = sorted(set(log_dir.glob("*.eval")) - before)
+    scored = 0
+    for log in logs:
+        results = read_eval_log(str(log), header_only=True).results
+        scored += results.completed_samples if results is not None else 0
+    accuracy = float(metrics.get(f"{DATASET_NAME}/accuracy", 0.0))
+    summary = EvalSummary(
+        n=scored,
+        accuracy=accuracy,
+        format_rate=0.0,
+        mean_attempts=1.0,
+        mean_reward=accuracy,
+        grading_timeouts=0,
+        seconds=time.perf_counter() - t0,
+        extra={
+            "harness": "inspect",
+            "metrics": metrics,
+            "data": data_path,
+            "inspect_logs": [str(x) for x in logs],
+            "scorer": config.inspect_scorer,
+            "model_name": config.model_name,
+            "checkpoint": checkpoint,
+        },
+    )
+    _write_results(output, summary, [])
+    return summary, output
+
+
 async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord], Path]:
     """Evaluate as configured; write the results JSON; return (summary, records, output path)."""
     from tinker_cookbook.completers import TinkerTokenCompleter
 
-    from backend import make_service_client
     from envs.math.builders import MathDatasetBuilder, load_split
     from envs.math.data import Split
     from envs.math.env import MathEnv
@@ -271,16 +400,8 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
         config.source, Split.TEST, path=config.path, n=config.n_test, seed=config.seed, levels=config.levels
     )
     problems = [p for p in problems for _ in range(config.samples_per_problem)]
-    output = Path(
-        config.output or (Path(config.run) / "math_eval.json" if config.run else "runs/math/eval.json")
-    )
-
-    kwargs: dict[str, Any] = {"root": root} if config.backend != "tinker" and root else {}
-    service: Any = make_service_client(config.backend, **kwargs)  # type: ignore[arg-type]
-    if checkpoint is not None:
-        sampling_client = await service.create_sampling_client_async(model_path=checkpoint)
-    else:
-        sampling_client = await service.create_sampling_client_async(base_model=config.model_name)
+    output = _output(config)
+    sampling_client = await _sampling_client(config, checkpoint, root)
     policy = TinkerTokenCompleter(
         sampling_client, max_tokens=config.max_tokens, temperature=config.temperature
     )
@@ -316,12 +437,7 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
         "max_tokens": config.max_tokens,
     }
     summary = summarize(records, time.perf_counter() - t0, timeouts, extra)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_suffix(output.suffix + ".tmp")
-    tmp.write_text(
-        json.dumps({"summary": asdict(summary), "episodes": [asdict(r) for r in records]}, indent=1)
-    )
-    tmp.replace(output)
+    _write_results(output, summary, records)
     return summary, records, output
 
 
@@ -341,10 +457,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"envs.math.eval: error: {first}", file=sys.stderr)
         return 2
     try:
-        summary, _, output = anyio.run(run_eval, config)
+        if config.harness == "inspect":
+            summary, output = anyio.run(run_inspect_eval, config)
+        else:
+            summary, _, output = anyio.run(run_eval, config)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         print(f"envs.math.eval: error: {e}", file=sys.stderr)
         return 1
+    if config.harness == "inspect":
+        print(
+            f"inspect_samples={summary.n} accuracy={summary.accuracy:.3f} "
+            f"metrics={json.dumps(summary.extra['metrics'])} seconds={summary.seconds:.1f}"
+        )
+        print(f"results: {output}")
+        return 0
     print(
         f"n={summary.n} accuracy={summary.accuracy:.3f} format_rate={summary.format_rate:.3f} "
         f"mean_attempts={summary.mean_attempts:.2f} mean_reward={summary.mean_reward:.3f} "
