@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import types as pytypes
 from pathlib import Path
@@ -21,6 +22,13 @@ from backend import TINY, LocalServiceClient, UnsupportedCallError
 from backend.offline import OFFLINE_ENV, main, use_local_backend
 
 RENDERER = "qwen3_instruct"
+
+
+def readme_block(marker: str) -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.DOTALL)
+    assert match, f"README.md has no python block after <!-- {marker} -->"
+    return match.group(1)
 
 
 def rows(path: Path) -> list[dict]:
@@ -109,8 +117,6 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tinker_cookbook.preference.dpo_datasets import DPODatasetBuilderFromComparisons
     from tinker_cookbook.preference.preference_datasets import ComparisonBuilderFromJsonl
     from tinker_cookbook.rl import train as rl_train
-    from tinker_cookbook.supervised import train as sl_train
-    from tinker_cookbook.supervised.data import FromConversationFileBuilder
     from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 
     from envs.twenty_questions import TwentyQuestionsDatasetBuilder
@@ -128,7 +134,7 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 }
             )
             + "\n"
-            for i in range(8)
+            for i in range(16)
         )
     )
     pairs = out / "pairs.jsonl"
@@ -144,7 +150,7 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     common = ChatDatasetBuilderCommonConfig(
         model_name_for_tokenizer=TINY, renderer_name=RENDERER, max_length=128, batch_size=4
     )
-    with use_local_backend(root=out / "checkpoints"):
+    with use_local_backend(root=out / "sl" / "checkpoints"):  # the README block's root, shared
         rl = rl_train.Config(
             learning_rate=1e-4,
             dataset_builder=TwentyQuestionsDatasetBuilder(
@@ -166,18 +172,10 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             log_path=str(out / "rl"),
         )
         asyncio.run(rl_train.main(rl))
-        sl = sl_train.Config(
-            log_path=str(out / "sl"),
-            model_name=TINY,
-            renderer_name=RENDERER,
-            recipe_name="test",
-            dataset_builder=FromConversationFileBuilder(common_config=common, file_path=str(chat)),
-            lora_rank=2,
-            learning_rate=1e-3,
-            eval_every=0,
-            save_every=0,
-        )
-        asyncio.run(sl_train.main(sl))
+        # The README's example, verbatim: the cookbook's SL trainer inside its own (nested) block.
+        readme: dict = {}
+        exec(compile(readme_block("example:cookbook"), "README.md", "exec"), readme)
+        readme["run_sft"](str(chat), str(out / "sl"), model_name=TINY)
         sl_final = rows(out / "sl" / "checkpoints.jsonl")[-1]["state_path"]
         dpo = train_dpo.Config(
             log_path=str(out / "dpo"),
