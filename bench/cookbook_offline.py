@@ -102,6 +102,9 @@ def run_sl(out: Path, model: str) -> tuple[int, float, float]:
 def run_dpo(out: Path, model: str, quick: bool) -> dict:
     from envs.judge.preference import PreferenceConfig, run_pipeline
 
+    if quick:
+        import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
+
     extra = (
         {"judge": "scripted:longer", "sft_steps": 2, "groups_per_prompt": 1, "max_tokens": 8, "dpo_epochs": 1}
         if quick

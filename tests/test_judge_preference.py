@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tinker_cookbook.preference.preference_datasets import ComparisonBuilderFromJsonl
 
+import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
 from envs.judge.preference import PreferenceConfig, main, run_pipeline, sft_datums
 
 TINY = "turngym/tiny-random-llama"
