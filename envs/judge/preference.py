@@ -99,7 +99,7 @@ class PreferenceConfig:
     """Prompt JSONL (judge-task format; empty: the shipped ``preference_prompts.jsonl``)."""
     n_test_prompts: int = 8
     """Prompts held out: their pairs are the held-out set."""
-    groups_per_prompt: int = 2
+    groups_per_prompt: int = 1
     """Judged groups per prompt (more pairs)."""
     group_size: int = 4
     """Answers per group (the tournament)."""
@@ -117,8 +117,11 @@ class PreferenceConfig:
     """Judge sampling temperature."""
     judge_max_tokens: int = 3
     """Tokens of a judge reply after the ``Preferred: `` prefill."""
-    pattern: str = "both_orders"
-    """Tournament pattern (``both_orders`` cancels the judge's position bias)."""
+    pattern: str = "round_robin"
+    """Tournament pattern: ``round_robin`` (each answer meets its ``rounds`` next neighbours as A
+    and as B: position bias cancels at linear cost), ``both_orders`` or ``all_pairs``."""
+    rounds: int = 1
+    """Neighbours each answer meets under ``round_robin``."""
 
     # --- 3. DPO -----------------------------------------------------------------------------
     dpo_beta: float = 0.1
@@ -283,6 +286,7 @@ async def judged_pairs(
             judge=judge,
             group_size=config.group_size,
             pattern=TournamentPattern(config.pattern),
+            rounds=config.rounds,
             rubric=rubrics.get(task.rubric),
             renderer_name=config.renderer_name,
             model_name=config.model_name,
