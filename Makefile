@@ -1,5 +1,5 @@
 # Both targets do all set-up first (idempotent): see scripts/setup.sh.
-.PHONY: setup train test test-deep lint
+.PHONY: setup train test test-deep lint integration
 
 setup:
 	bash scripts/setup.sh
@@ -16,3 +16,9 @@ test-deep:
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/pyright
+
+# Opt-in, slow (~10-20 min on 2 cores; first run also installs SkyRL tx, ~3 min and 2.3 GB, into
+# .venv-skyrl): train against a real Tinker-API server over HTTP, kill -9, resume. See the README.
+integration: setup
+	bash scripts/integration/setup_server.sh
+	HF_HUB_OFFLINE=1 .venv/bin/python scripts/integration/tinker_server.py $(ARGS)
