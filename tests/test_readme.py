@@ -75,3 +75,27 @@ def test_train_example_runs_one_step(example: types.ModuleType, tmp_path: Path) 
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [0]
     assert (tmp_path / "config.json").is_file()
+
+
+def _section(title: str) -> str:
+    text = README.read_text()
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    assert match, f"README.md has no '## {title}' section"
+    return match.group(1)
+
+
+def test_scale_out_commands_exist() -> None:
+    """The "Scale out" block's commands are Makefile targets whose recipes run files that exist
+    (``make integration`` itself is opt-in and slow: its script's ``--help`` and the set-up
+    script's syntax are checked in tests/test_integration_bridge.py)."""
+    blocks = re.findall(r"```bash\n(.*?)```", _section("Scale out"), re.DOTALL)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    commands = [c for c in commands if c]
+    assert commands == ["make integration"]
+    makefile = (README.parent / "Makefile").read_text()
+    for command in commands:
+        target = command.split()[1]
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+        assert recipe, f"Makefile has no {target!r} target"
+        scripts = re.findall(r"scripts/\S+\.(?:sh|py)", recipe.group(1))
+        assert scripts and all((README.parent / s).is_file() for s in scripts), scripts
