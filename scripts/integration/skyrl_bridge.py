@@ -15,9 +15,10 @@ else unchanged to the server's own FastAPI app (same process, same database, sam
 4. ``asample`` replies must carry ``sample_sequence_ids`` (one per requested sample): added.
 5. Create-via-load (``create_training_client_from_state[_with_optimizer]``: one
    ``load_weights`` with ``session_id`` + ``model_seq_id`` and no ``model_id``): the bridge creates
-   the model with the checkpoint's base model and LoRA rank, waits for it, loads the checkpoint
-   into it (SkyRL tx always restores the optimizer state with the weights), and maps the model id
-   the SDK derives (``<session>:train:<seq>``) to the server's id in later requests.
+   the model with the checkpoint's base model and LoRA rank, loads the checkpoint into it (SkyRL
+   tx always restores the optimizer state with the weights), and maps the model id the SDK
+   derives (``<session>:train:<seq>``) to the server's id in later requests; a retried request
+   gets the same model.
 
 Nothing here is product code: TurnGym itself talks to any Tinker service through the SDK alone.
 The protobuf helpers import only numpy and tinker's generated messages, so the unit tests run them
@@ -130,6 +131,7 @@ class Bridge:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.aliases: dict[str, str] = {}  # SDK-derived model id -> server model id
+        self._loads: dict[str, Any] = {}  # SDK-derived model id -> its create-and-load task
         self._client: Any = None
 
     @property
@@ -229,6 +231,19 @@ class Bridge:
         return status, content_type, payload
 
     async def _create_via_load(self, request: dict[str, Any]) -> tuple[int, str, bytes]:
+        # One model per SDK-derived id, however often the SDK retries the request.
+        import asyncio
+
+        key = f"{request['session_id']}:train:{request['model_seq_id']}"
+        if key not in self._loads:
+            self._loads[key] = asyncio.ensure_future(self._create_and_load(request, key))
+        try:
+            return await asyncio.shield(self._loads[key])
+        except Exception:
+            self._loads.pop(key, None)  # a failed attempt may be retried
+            raise
+
+    async def _create_and_load(self, request: dict[str, Any], key: str) -> tuple[int, str, bytes]:
         source = parse_weights_path(request["path"])
         run = await self._json("GET", f"/api/v1/training_runs/{self._real(source)}")
         created = await self._json(
@@ -240,8 +255,9 @@ class Bridge:
                 "lora_config": {"rank": run["lora_rank"]},
             },
         )
-        await self._json("POST", "/api/v1/retrieve_future", {"request_id": created["request_id"]})
-        self.aliases[f"{request['session_id']}:train:{request['model_seq_id']}"] = created["model_id"]
+        self.aliases[key] = created["model_id"]
+        # The engine runs a model's single requests in submission order: the load follows the
+        # creation without waiting for it here (waiting made the SDK time out and retry).
         return await self._forward(
             "POST", "/api/v1/load_weights", json_body={"model_id": created["model_id"], "path": request["path"]}
         )
