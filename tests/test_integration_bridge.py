@@ -165,9 +165,11 @@ def _call(app: Any, path: str, body: dict[str, Any], accept: str = "application/
 
 def test_bridge_answers_what_the_server_lacks() -> None:
     server = FakeServer()
-    app = bridge.Bridge(server)
+    app = bridge.Bridge(server, base_model="/models/m")
     status, _, payload = _call(app, "/api/v1/client/config", {"sdk_version": "0.38.0"})
     assert status == 200 and json.loads(payload)["use_pyqwest_transport"] is False
+    status, _, payload = anyio.run(app.handle, "GET", "/api/v1/samplers/sampling_ab", "", {}, b"")
+    assert status == 200 and json.loads(payload) == {"sampler_id": "sampling_ab", "base_model": "/models/m"}
     assert server.requests == []  # answered by the bridge
     status, _, payload = _call(app, "/api/v1/asample", {"num_samples": 3, "prompt": {"chunks": []}})
     assert status == 200 and len(set(json.loads(payload)["sample_sequence_ids"])) == 3

@@ -13,6 +13,8 @@ else unchanged to the server's own FastAPI app (same process, same database, sam
    (``Accept: application/x-protobuf``): the server's JSON is encoded. Prompt logprobs get the
    leading NaN the SDK expects (the server returns one value fewer than the prompt).
 4. ``asample`` replies must carry ``sample_sequence_ids`` (one per requested sample): added.
+   ``GET /api/v1/samplers/<id>`` (the SDK asks a sampler made from a path for its base model; 404
+   on the server): answered with the served base model.
 5. Create-via-load (``create_training_client_from_state[_with_optimizer]``: one
    ``load_weights`` with ``session_id`` + ``model_seq_id`` and no ``model_id``): the bridge creates
    the model with the checkpoint's base model and LoRA rank, loads the checkpoint into it (SkyRL
@@ -128,8 +130,9 @@ def parse_weights_path(path: str) -> str:
 class Bridge:
     """ASGI app: translates the gaps listed in the module docstring, forwards the rest to ``inner``."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, base_model: str = "") -> None:
         self.inner = inner
+        self.base_model = base_model  # the one model the server serves
         self.aliases: dict[str, str] = {}  # SDK-derived model id -> server model id
         self._loads: dict[str, Any] = {}  # SDK-derived model id -> its create-and-load task
         self._client: Any = None
@@ -196,6 +199,9 @@ class Bridge:
         """Answer one request (status, content type, body)."""
         if path == "/api/v1/client/config":
             return 200, JSON, json.dumps(CLIENT_CONFIG).encode()
+        if method == "GET" and path.startswith("/api/v1/samplers/"):
+            sampler = {"sampler_id": path.rsplit("/", 1)[1], "base_model": self.base_model}
+            return 200, JSON, json.dumps(sampler).encode()
         if path == "/api/v1/forward_backward" and headers.get("content-type", "").startswith(PROTO):
             if headers.get("content-encoding"):
                 raise ValueError("compressed forward_backward bodies are not bridged")
@@ -277,10 +283,10 @@ def main() -> None:
     parser.add_argument("--host", type=str, default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    api.app.state.engine_config = EngineConfig.model_validate(
-        {k: v for k, v in vars(args).items() if k in EngineConfig.model_fields}
-    )
-    uvicorn.run(Bridge(api.app), host=args.host, port=args.port, log_config=get_uvicorn_log_config())
+    config = EngineConfig.model_validate({k: v for k, v in vars(args).items() if k in EngineConfig.model_fields})
+    api.app.state.engine_config = config
+    bridge = Bridge(api.app, base_model=config.base_model)
+    uvicorn.run(bridge, host=args.host, port=args.port, log_config=get_uvicorn_log_config())
 
 
 if __name__ == "__main__":

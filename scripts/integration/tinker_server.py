@@ -410,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except CheckFailed as exc:
         print(f"tinker_server=FAILED: {exc}", flush=True)
-        return 1
+    except Exception as exc:  # e.g. an SDK error from the checks: the traceback, then one line
+        import traceback
+
+        traceback.print_exc()
+        print(f"tinker_server=FAILED: {type(exc).__name__}: {exc}", flush=True)
+    return 1
 
 
 if __name__ == "__main__":
