@@ -176,6 +176,10 @@ class Server:
             str(workdir / "server-checkpoints"),
             "--backend-config",
             json.dumps(backend_config),
+            # SkyRL tx unloads a model 300 s after its session's last heartbeat, and a sampler path
+            # of an unloaded model cannot be sampled: keep the finished runs' models for the checks.
+            "--session-timeout-sec",
+            "86400",
         ]
         with self.log_file.open("wb") as out:
             self.proc = subprocess.Popen(
