@@ -69,6 +69,9 @@ from .model import (
 from .model import (
     load_tokenizer as load_tokenizer,
 )
+from .model import (
+    register_tokenizers as register_tokenizers,
+)
 from .offline import (
     use_local_backend as use_local_backend,
 )

@@ -10,7 +10,8 @@ pre-tokenizer, so spaces and newlines become token 0. SmolLM2 is a GPT-2-style b
 :func:`fix_byte_level` restores the ``ByteLevel`` pre-tokenizer and decoder and drops the
 BOS-adding post-processor. ``tests/test_model_loader.py`` pins the reference ids.
 
-Model names understood by :func:`load_model` / :func:`load_tokenizer`:
+Model names understood by :func:`load_model` / :func:`load_tokenizer` (and registered with
+tinker-cookbook's tokenizer resolution by :func:`register_tokenizers`):
 
 - :data:`SMOLLM2` (``"HuggingFaceTB/SmolLM2-135M-Instruct"``): the real model.
 - :data:`TINY` (``"turngym/tiny-random-llama"``): a randomly initialised tiny Llama with the
@@ -167,6 +168,22 @@ def load_tokenizer(name: str = SMOLLM2) -> PreTrainedTokenizerBase:
     """The (fixed) SmolLM2 tokenizer; shared by :data:`SMOLLM2` and :data:`TINY`. Cached."""
     _check_name(name)
     return _load_tokenizer_cached(str(cache_dir()))
+
+
+def register_tokenizers() -> None:
+    """Register the embedded models' tokenizers with tinker-cookbook's ``tokenizer_utils``. Idempotent.
+
+    Renderers resolve tokenizers by model name through ``tokenizer_utils.get_tokenizer`` (also when
+    they are unpickled), which would otherwise look for :data:`SMOLLM2` on the Hugging Face hub.
+    Explicit, never an import side effect: the local backend, the training loop, the gymnasium
+    adapter and the checker call it; a worker process that runs envs of an embedded model calls
+    it first (it is a valid ``ProcessPoolExecutor(initializer=...)``).
+    """
+    from tinker_cookbook import tokenizer_utils
+
+    for name in KNOWN_MODELS:
+        if not tokenizer_utils.is_tokenizer_registered(name):
+            tokenizer_utils.register_tokenizer(name, functools.partial(load_tokenizer, name))
 
 
 def tiny_config() -> Any:

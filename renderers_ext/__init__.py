@@ -7,13 +7,22 @@
 - :func:`stop_overlap` / :func:`stop_token_sequences`: the stop string's tail that is the next
   header (role_colon), dropped once; :func:`is_valid_utf8`: byte-exact UTF-8 check of tokens.
 - :mod:`renderers_ext.testing`: hypothesis strategies and turn/extension helpers for tests.
-- :func:`register_offline` / :func:`get_renderer`: cookbook renderers on the embedded tokenizer,
-  picklable and usable with no network.
+- :func:`get_renderer` / :func:`recommended_renderer_name` / :func:`register_renderers`: picklable
+  cookbook renderers for any model, its tokenizer resolved by the cookbook's ``tokenizer_utils``
+  (nothing is registered on import; this package knows no backend).
 """
 
 from renderers_ext._compaction import CompactingRenderer, extension_expected, strip_thinking
 from renderers_ext._extension import ExtensionReport, check_extension, first_divergence
-from renderers_ext._register import QWEN3_PRESERVE_THINKING, get_renderer, register_offline
+from renderers_ext._register import (
+    PROBE_RENDERERS,
+    QWEN3_PRESERVE_THINKING,
+    TokenizerNotFoundError,
+    UnknownRendererError,
+    get_renderer,
+    recommended_renderer_name,
+    register_renderers,
+)
 from renderers_ext._render import (
     is_valid_utf8,
     prompt_tokens,
@@ -23,19 +32,21 @@ from renderers_ext._render import (
     token_bytes,
 )
 
-register_offline()
-
 __all__ = [
+    "PROBE_RENDERERS",
     "QWEN3_PRESERVE_THINKING",
     "CompactingRenderer",
     "ExtensionReport",
+    "TokenizerNotFoundError",
+    "UnknownRendererError",
     "check_extension",
     "extension_expected",
     "first_divergence",
     "get_renderer",
     "is_valid_utf8",
     "prompt_tokens",
-    "register_offline",
+    "recommended_renderer_name",
+    "register_renderers",
     "render_continuation",
     "stop_overlap",
     "stop_token_sequences",

@@ -17,6 +17,7 @@ from tinker_cookbook.renderers import Message, get_text_content
 from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
 
+from backend.model import SMOLLM2
 from envs import ChatEnv, EnvLimits, Reply
 from renderers_ext import CompactingRenderer, get_renderer
 
@@ -25,7 +26,7 @@ class EchoEnv(ChatEnv):
     """A correct multi-turn ChatEnv: the user echoes the reply; ``stop`` ends it with reward 1."""
 
     def __init__(self, max_turns: int = 4, renderer_name: str = "qwen3_instruct", compaction_period: int = 0):
-        renderer = get_renderer(renderer_name)
+        renderer = get_renderer(renderer_name, SMOLLM2)
         if compaction_period:
             renderer = CompactingRenderer(renderer, compaction_period)
         super().__init__(renderer, limits=EnvLimits(max_turns=max_turns))
@@ -100,7 +101,7 @@ class RerenderingEnv(Env):
     :class:`TurnCountingRenderer`: the next observation does not extend the previous one."""
 
     def __init__(self, max_turns: int = 3):
-        self.renderer = TurnCountingRenderer(get_renderer("qwen3_instruct").tokenizer)
+        self.renderer = TurnCountingRenderer(get_renderer("qwen3_instruct", SMOLLM2).tokenizer)
         self.messages: list[Message] = [{"role": "user", "content": "Talk to me."}]
         self.max_turns = max_turns
         self.turn = 0

@@ -33,6 +33,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 from hypothesis import HealthCheck, settings
 
+from backend.model import SMOLLM2, register_tokenizers
+
+# This process runs envs of the embedded models, like the training loop or a rollout worker:
+# their tokenizers resolve (and their renderers unpickle) offline. Nothing registers on import.
+register_tokenizers()
+
 _COMMON = {
     "max_examples": 200,
     "deadline": None,
@@ -135,4 +141,4 @@ def renderer():
     """The ``qwen3_instruct`` renderer on the embedded tokenizer (ChatML, extension property)."""
     from renderers_ext import get_renderer
 
-    return get_renderer("qwen3_instruct")
+    return get_renderer("qwen3_instruct", SMOLLM2)

@@ -31,6 +31,7 @@ from tinker_cookbook.renderers import Message, Renderer
 from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import InitialObservationOverflow, StepResult, Trajectory, Transition
 
+from backend.model import SMOLLM2
 from envs.core import METRIC_FAULT_PREFIX, METRIC_RERENDER, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
 from renderers_ext import (
     QWEN3_PRESERVE_THINKING,
@@ -53,7 +54,9 @@ from renderers_ext.testing import (
 )
 
 PROPERTY = settings(max_examples=200, deadline=None)
-BASES = {n: get_renderer(n) for n in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")}
+BASES = {
+    n: get_renderer(n, SMOLLM2) for n in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
+}
 TOK = BASES["qwen3"].tokenizer
 IM_END = 2
 

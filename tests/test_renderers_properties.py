@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tinker_cookbook.renderers import Message, RenderContext, Renderer
 from tinker_cookbook.renderers.base import has_thinking
 
+from backend.model import SMOLLM2
 from renderers_ext import (
     QWEN3_PRESERVE_THINKING,
     CompactingRenderer,
@@ -46,7 +47,8 @@ from renderers_ext.testing import (
 PROPERTY = settings(max_examples=200, deadline=None)
 
 RENDERERS = {
-    name: get_renderer(name) for name in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
+    name: get_renderer(name, SMOLLM2)
+    for name in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
 }
 
 # role_colon cannot render structured content (so no thinking), and its stop string
@@ -244,7 +246,7 @@ def test_compaction_leaves_renderers_without_thinking_untouched(
 
 def test_injected_prefix_bug_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A renderer that drops one token of history fails the property test, readably."""
-    renderer = get_renderer(QWEN3_PRESERVE_THINKING)  # a fresh instance, patched below
+    renderer = get_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2)  # a fresh instance, patched below
     original = renderer.render_message
 
     def drop_a_token(message, ctx):

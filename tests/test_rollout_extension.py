@@ -14,6 +14,7 @@ from tinker_cookbook.renderers import Message, get_text_content
 from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import StopReason
 
+from backend.model import SMOLLM2
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, get_renderer
 from rollout import EngineConfig, ExtensionCheck, RolloutEngine, run_episode
@@ -56,7 +57,7 @@ def twenty_questions_batch(
 
 
 def test_cookbook_twenty_questions_runs_unchanged():
-    renderer = get_renderer("qwen3_instruct")
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
     result, answerer = twenty_questions_batch(
         renderer, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=3
     )
@@ -79,7 +80,7 @@ def test_cookbook_twenty_questions_runs_unchanged():
 )
 @pytest.mark.parametrize("mode", [ExtensionCheck.FULL, ExtensionCheck.BOUNDARY])
 def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode):
-    renderer = get_renderer(name)
+    renderer = get_renderer(name, SMOLLM2)
     texts = [prefix + t for t in ["Is it a fruit?", "Is it red?", "Is it a tree?", "Guess: apple"]]
     result, _ = twenty_questions_batch(renderer, texts, config=EngineConfig(extension_check=mode))
     assert result.metrics["traj/ext_breaks"] == 0
@@ -88,7 +89,7 @@ def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode
 
 def test_checker_marks_announced_breaks_as_expected():
     # qwen3 strips thinking from history: it announces no extension property, so breaks are expected
-    renderer = get_renderer("qwen3")
+    renderer = get_renderer("qwen3", SMOLLM2)
     assert not renderer.has_extension_property
     result, _ = twenty_questions_batch(
         renderer, [THINK + "Is it a fruit?", THINK + "Is it red?", THINK + "Guess: apple"]
@@ -99,7 +100,7 @@ def test_checker_marks_announced_breaks_as_expected():
     assert result.metrics["tokens/trained"] > result.metrics["tokens/unique"]
 
 
-class TurnCountingRenderer(type(get_renderer("qwen3_instruct"))):  # type: ignore[misc]
+class TurnCountingRenderer(type(get_renderer("qwen3_instruct", SMOLLM2))):  # type: ignore[misc]
     """Deliberately broken: claims the extension property but rewrites the system prompt with
     the number of messages so far, so every observation changes its early tokens."""
 
@@ -110,7 +111,7 @@ class TurnCountingRenderer(type(get_renderer("qwen3_instruct"))):  # type: ignor
 
 
 def test_checker_flags_a_deliberately_broken_renderer_with_a_decoded_diff():
-    base = get_renderer("qwen3_instruct")
+    base = get_renderer("qwen3_instruct", SMOLLM2)
     broken = TurnCountingRenderer(base.tokenizer)
     assert broken.has_extension_property
     result, _ = twenty_questions_batch(broken, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=1)
@@ -131,7 +132,7 @@ def test_checker_flags_a_deliberately_broken_renderer_with_a_decoded_diff():
 
 
 def test_boundary_mode_also_flags_the_broken_renderer():
-    base = get_renderer("qwen3_instruct")
+    base = get_renderer("qwen3_instruct", SMOLLM2)
     result, _ = twenty_questions_batch(
         TurnCountingRenderer(base.tokenizer),
         ["Is it a fruit?", "Guess: apple"],
@@ -156,7 +157,7 @@ class Guess(ChatEnv):
 
 
 def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
-    renderer = get_renderer("qwen3")
+    renderer = get_renderer("qwen3", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
 
     async def main():
@@ -181,7 +182,7 @@ def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
 
 
 def test_non_chat_envs_are_left_alone_by_compaction():
-    renderer = get_renderer("qwen3_instruct")
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
 
     async def main():
         env = TwentyQuestionsEnv(ScriptedAnswerer("apple"), "apple", renderer)
@@ -198,7 +199,7 @@ def test_non_chat_envs_are_left_alone_by_compaction():
 def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
     from tinker_cookbook.recipes.multiplayer_rl.guess_number.env import GuessNumberEnvGroupBuilder
 
-    renderer = get_renderer("qwen3_instruct")
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]))
     builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=2)
     result = anyio.run(RolloutEngine(policy).run_batch, [builder])

@@ -14,7 +14,7 @@ import tinker
 import torch
 from tinker import types
 
-from backend.model import KNOWN_MODELS, load_tokenizer
+from backend.model import KNOWN_MODELS, load_tokenizer, register_tokenizers
 
 from . import _checkpoint as ckpt
 from ._errors import UnknownModelError, UnsupportedCallError
@@ -465,6 +465,7 @@ class LocalServiceClient(TinkerSurface):
         self.lora_alpha = lora_alpha
         self._engines: dict[str, SamplerEngine] = {}
         self._lock = threading.Lock()
+        register_tokenizers()  # renderers of the models served here resolve offline in this process
 
     def __enter__(self) -> LocalServiceClient:
         return self

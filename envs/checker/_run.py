@@ -229,6 +229,9 @@ class ConformanceRun:
     """One conformance run over a source (use :func:`check_conformance`, or this for fuzzing)."""
 
     def __init__(self, portal: BlockingPortal, source: EnvSource, config: CheckConfig):
+        from backend.model import register_tokenizers
+
+        register_tokenizers()  # envs of the embedded models resolve (and unpickle) their tokenizers offline
         self.portal = portal
         self.source = source
         self.config = config

@@ -208,6 +208,9 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        from backend.model import register_tokenizers
+
+        register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         self.source = source
         self.env_index = env_index
         self.render_mode = render_mode

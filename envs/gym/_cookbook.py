@@ -46,12 +46,14 @@ def cookbook_twenty_questions(seed: int = 0, group_size: int = 2) -> EnvGroupBui
         _load_words_from_file,
     )
 
+    from backend.model import SMOLLM2, register_tokenizers
     from renderers_ext import get_renderer
 
+    register_tokenizers()  # its renderer is built here and unpickled by name
     words = _load_words_from_file()
     return TwentyQuestionsEnvGroupBuilder(
         answerer=ScriptedAnswerer(),
         answer=words[seed % len(words)],
-        renderer=get_renderer("qwen3_instruct"),
+        renderer=get_renderer("qwen3_instruct", SMOLLM2),
         num_envs=group_size,
     )
