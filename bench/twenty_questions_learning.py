@@ -51,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DEFAULTS = {
-    "candidates": "8",
-    "max_questions": "4",
-    "wrong_guess_reward": "0.0",
-    "question_reward": "0.0",  # asking is the point here (the easy default charges for it)
+    "env.candidates": "8",
+    "env.max_questions": "4",
+    "env.wrong_guess_reward": "0.0",
+    "env.question_reward": "0.0",  # asking is the point here (the easy default charges for it)
     "local_compute_dtype": "float32",  # as measured (the easy default uses bfloat16)
-    "truncation_penalty": "0.0",  # as measured (the easy default charges 0.05)
+    "env.truncation_penalty": "0.0",  # as measured (the easy default charges 0.05)
     "lr_schedule": "constant",  # as measured (the easy default decays)
     "learning_rate": "1e-4",
     "batch_size": "4",
@@ -94,14 +94,14 @@ async def scripted_datums(
         KBOptimalPlayer,
         TwentyQuestionsDataset,
         TwentyQuestionsEnv,
-        make_renderer,
         split_words,
         text_to_action,
     )
+    from renderers_ext import get_renderer
     from training._warm_start import sft_datum
 
     builder = config.dataset_builder()
-    renderer = make_renderer(config.renderer_name, config.model_name)
+    renderer = get_renderer(config.renderer_name, config.model_name)
     pool = TwentyQuestionsDataset(
         split_words("train"),
         batch_size=1,
@@ -109,7 +109,7 @@ async def scripted_datums(
         answerer=KBAnswerer(),
         config=builder.env,
         seed=seed,
-        model_name=config.model_name,
+        model_name_for_tokenizer=config.model_name,
         renderer_name=config.renderer_name,
     )
     datums, wins = [], 0

@@ -11,6 +11,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.rollouts import do_single_rollout
 from tinker_cookbook.rl.types import EnvGroupBuilder
 
+from backend.model import SMOLLM2
 from completers import ScriptedTokenCompleter
 from envs import METRIC_FAULT_PREFIX
 from envs.math import (
@@ -118,7 +119,7 @@ def test_feedback_game_ends_after_max_attempts(renderer, grader):
 
 
 def test_feedback_episode_is_one_datum_with_qwen3_instruct(grader):
-    renderer = get_renderer("qwen3_instruct")
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
     config = MathEnvConfig.preset("feedback", max_attempts=3)
     replies = ["I guess \\boxed{140}", "Maybe 145", "12 * 12 = 144. \\boxed{144}"]
     policy = ScriptedTokenCompleter(replies, renderer.tokenizer, stop_token=renderer.get_stop_sequences()[0])
@@ -240,7 +241,7 @@ def test_group_builder_makes_envs_after_pickling():
 
 def test_chz_dataset_builder_gives_train_and_test_splits():
     builder = MathDatasetBuilder(
-        batch_size=2, group_size=3, env="feedback", n_train=10, n_test=4, max_attempts=4
+        batch_size=2, group_size=3, env=MathEnvConfig.preset("feedback", max_attempts=4), n_train=10, n_test=4
     )
     train, test = anyio.run(builder.__call__)
     assert len(train) == 5 and test is not None and len(test) == 1

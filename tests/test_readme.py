@@ -30,8 +30,9 @@ def example() -> types.ModuleType:
     del sys.modules[module.__name__]
 
 
-def test_example_is_under_50_lines() -> None:
-    assert len(_block("example:env").strip().splitlines()) < 50
+def test_example_is_under_55_lines() -> None:
+    # 49 lines until its builders took the model and renderer they serve (model-agnostic envs)
+    assert len(_block("example:env").strip().splitlines()) < 55
 
 
 def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:

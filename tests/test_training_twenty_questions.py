@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import chz
+
 import training
-from envs.twenty_questions.train import TwentyQuestionsTrainConfig
+from envs.twenty_questions.config import TwentyQuestionsConfig
+from envs.twenty_questions.train import TwentyQuestionsTrainConfig, main
 from training._logging import read_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,7 +21,13 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON
 def test_defaults_are_the_easy_local_setting() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, [])
     assert config.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert (config.candidates, config.max_questions, config.batch_size, config.group_size) == (4, 4, 4, 8)
+    assert config.env == TwentyQuestionsConfig()  # the game's one set of defaults, not a copy
+    assert (config.env.candidates, config.env.max_questions, config.batch_size, config.group_size) == (
+        4,
+        4,
+        4,
+        8,
+    )
     assert (config.learning_rate, config.lora_rank, config.max_tokens, config.temperature) == (
         1e-3,
         16,
@@ -28,14 +37,30 @@ def test_defaults_are_the_easy_local_setting() -> None:
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
     builder = config.dataset_builder()
-    assert builder.env.candidates == 4 and builder.env.format_penalty == 0.1
+    assert builder.env is config.env and builder.env.question_reward == -0.05
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
     assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
+    assert builder.model_name_for_tokenizer == config.model_name and builder.renderer_name is None
+
+
+def test_every_game_field_is_a_nested_key(capsys) -> None:
+    config = training.parse_config(
+        TwentyQuestionsTrainConfig,
+        ["env.candidates=8", "env.max_trajectory_tokens=512", "env.prompt=Guess {max_questions}{candidates}"],
+    )
+    assert config.env == TwentyQuestionsConfig(
+        candidates=8, max_trajectory_tokens=512, prompt="Guess {max_questions}{candidates}"
+    )
+    assert config.dataset_builder().env.max_trajectory_tokens == 512
+    keys = {f"env.{name}" for name in chz.asdict(TwentyQuestionsConfig())}
+    assert main(["--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert all(key in help_text for key in keys)
 
 
 def test_unknown_key_exits_2_with_one_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "envs.twenty_questions.train", "candiates=8"],
+        [sys.executable, "-m", "envs.twenty_questions.train", "env.candiates=8"],
         cwd=REPO,
         env=ENV,
         capture_output=True,
@@ -44,7 +69,7 @@ def test_unknown_key_exits_2_with_one_line() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "envs.twenty_questions.train: error: unknown key 'candiates' (run with --help to list the keys)"
+        "envs.twenty_questions.train: error: unknown key 'env.candiates' (run with --help to list the keys)"
     )
 
 

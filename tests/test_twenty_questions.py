@@ -79,8 +79,17 @@ ANSWERERS = {
 }
 
 
+CLASSIC = {"max_questions": 20, "candidates": 0, "question_reward": 0.0, "play_truncated": False}
+"""The classic game (the mechanics under test; the default setting is the easy one ``train.py`` trains)."""
+
+
+def classic(**fields) -> TwentyQuestionsConfig:
+    """The classic game with ``fields`` changed."""
+    return TwentyQuestionsConfig(**{**CLASSIC, **fields})
+
+
 def make_env(renderer, answerer_kind: str = "kb", word: str = SECRET, **config) -> TwentyQuestionsEnv:
-    return TwentyQuestionsEnv(renderer, word, ANSWERERS[answerer_kind](), TwentyQuestionsConfig(**config))
+    return TwentyQuestionsEnv(renderer, word, ANSWERERS[answerer_kind](), classic(**config))
 
 
 async def run_actions(env: TwentyQuestionsEnv, actions: Sequence[tuple[list[int], ActionExtra]]):
@@ -211,12 +220,12 @@ def test_optimal_player_wins_and_questions_are_answered_truthfully(renderer, ans
     assert guesses == record.metrics[Metric.WRONG_GUESSES] + 1  # piano and harp share every attribute
     assert record.metrics[Metric.TURNS] == len(record.rewards) == questions + guesses
     # same game without tokens
-    assert scripted_game(word).messages == record.messages
+    assert scripted_game(word, config=classic()).messages == record.messages
 
 
 def test_llm_answerer_fallback_is_counted_and_shown(renderer):
     completer = YesNoCompleter(fixed="I am not sure, maybe.")
-    env = TwentyQuestionsEnv(renderer, SECRET, LLMAnswerer(completer), TwentyQuestionsConfig(max_questions=2))
+    env = TwentyQuestionsEnv(renderer, SECRET, LLMAnswerer(completer), classic(max_questions=2))
     record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?",))))
     assert record.metrics[Metric.ANSWERER_FALLBACKS] == 2.0
     assert record.metrics[Metric.ANSWERS_UNKNOWN] == 2.0
@@ -231,7 +240,7 @@ def test_llm_answerer_fallback_is_configurable(renderer):
         renderer,
         SECRET,
         LLMAnswerer(YesNoCompleter(fixed="hmm"), fallback=Answer.NO),
-        TwentyQuestionsConfig(),
+        classic(),
     )
     record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Guess: dog"))))
     assert record.messages[2]["content"] == "No."
@@ -269,11 +278,11 @@ def test_one_episode_is_one_token_sequence(renderer):
 
 def test_prompt_lists_candidates_and_format(renderer):
     cands = pick_candidates(SECRET, 4, TRAIN_WORDS, seed=3)
-    config = TwentyQuestionsConfig(max_questions=4, candidates=4)
+    config = classic(max_questions=4, candidates=4)
     prompt = player_prompt(config, cands)
     assert "Guess: <word>" in prompt and "4 turns" in prompt
     assert all(w in prompt for w in cands)
-    assert "one of" not in player_prompt(TwentyQuestionsConfig())
+    assert "one of" not in player_prompt(classic())
     # short enough for a 135M model
     assert len(renderer.tokenizer.encode(prompt)) < 80
 
@@ -457,7 +466,7 @@ def test_naming_a_word_is_answered_by_identity(secret, named):
 
 def test_optimal_player_wins_every_word_within_twenty():
     for word in ALL_WORDS[::5]:
-        record = scripted_game(word)
+        record = scripted_game(word, config=classic())
         assert record.won and record.metrics[Metric.TURNS] <= 20, word
         assert record.metrics[Metric.ANSWERS_UNKNOWN] == 0.0
 
@@ -466,7 +475,7 @@ def test_optimal_player_wins_four_candidate_games_in_four_turns():
     turns = []
     for i, word in enumerate(TRAIN_WORDS[::7]):
         cands = pick_candidates(word, 4, TRAIN_WORDS, seed=i)
-        record = scripted_game(word, cands, config=TwentyQuestionsConfig(max_questions=4, candidates=4))
+        record = scripted_game(word, cands, config=classic(max_questions=4, candidates=4))
         assert record.won, (word, cands, record.messages)
         turns.append(len(record.rewards))
     assert sum(turns) / len(turns) <= 3.0  # two halving questions and a guess, mostly
@@ -483,7 +492,7 @@ def test_splits_are_fixed_disjoint_and_cover_all_words():
 
 def make_dataset(**kwargs) -> TwentyQuestionsDataset:
     defaults = dict(
-        batch_size=3, group_size=2, answerer=KBAnswerer(), config=TwentyQuestionsConfig(candidates=4), seed=7
+        batch_size=3, group_size=2, answerer=KBAnswerer(), config=classic(candidates=4), seed=7
     )
     return TwentyQuestionsDataset(TRAIN_WORDS, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
@@ -521,7 +530,7 @@ def test_builder_pickles_and_makes_a_group_on_one_word(renderer):
 
 def test_dataset_builder_is_chz_and_builds_train_and_test():
     builder = TwentyQuestionsDatasetBuilder(
-        batch_size=4, group_size=2, env=TwentyQuestionsConfig(candidates=3)
+        batch_size=4, group_size=2, env=classic(candidates=3)
     )
     assert pickle.loads(pickle.dumps(builder)) == builder
     train, test = asyncio.run(builder())
@@ -551,7 +560,7 @@ class AskThenGuessPolicy(TokenCompleter):
 
 def test_runs_in_the_cookbooks_own_rollout(renderer):
     builder = TwentyQuestionsGroupBuilder(
-        word=SECRET, num_envs=2, answerer=KBAnswerer(), config=TwentyQuestionsConfig(max_questions=3)
+        word=SECRET, num_envs=2, answerer=KBAnswerer(), config=classic(max_questions=3)
     )
     group = asyncio.run(
         do_group_rollout(builder, AskThenGuessPolicy(renderer, "Is it a mammal?", "Guess: dog"))
@@ -598,7 +607,7 @@ TEXTS = st.sampled_from(
     st.booleans(),
 )
 def test_reward_and_metric_accounting_adds_up(renderer, actions, truncate_last):
-    config = TwentyQuestionsConfig(
+    config = classic(
         max_questions=6,
         wrong_guess_reward=-0.2,
         question_reward=-0.05,
@@ -676,7 +685,7 @@ def test_dataset_builder_llm_answerer_on_the_local_backend(renderer):
     assert isinstance(answerer, LLMAnswerer)
     train, _ = builder.build(answerer)
     word = train.get_batch(0)[0].word
-    env = TwentyQuestionsEnv(renderer, word, answerer, TwentyQuestionsConfig(max_questions=3))
+    env = TwentyQuestionsEnv(renderer, word, answerer, classic(max_questions=3))
     record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}"))))
     m = record.metrics
     assert record.won and m[Metric.QUESTIONS] == 2.0

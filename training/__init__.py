@@ -2,10 +2,13 @@
 
 Abstractions:
 
-- :class:`Config`: one flat chz config (the command-line keys). An env subclasses it, adds its
-  own fields, overrides defaults and implements :meth:`Config.dataset_builder`.
-- :func:`run_cli`: ``python -m envs.<env>.train key=value ...``; a bad key or value exits 2
-  with one line in well under a second (the loop is imported only after parsing).
+- :class:`Config`: the chz config (the command-line keys). An env subclasses it, overrides
+  loop defaults, adds its game config as one nested field (``env.candidates=8``) and its data
+  keys, implements :meth:`Config.dataset_builder` and, with data files, :meth:`Config.check_data`.
+- :func:`run_cli`: ``python -m envs.<env>.train key=value ...``; a bad key or value, or bad data,
+  exits 2 with one line before the model loads (the loop is imported only after that), and so
+  does an env whose tokenizer is not the policy's (before any sampling).
+- :class:`ConfigError`: those one-line errors.
 - :func:`train` / :func:`train_async`: run or resume the loop (sample -> datums ->
   ``forward_backward`` + ``optim_step`` -> new sampler), on the local backend or Tinker.
 - :class:`RunSummary`: what a call did (steps, last held-out evaluation, run folder).
@@ -26,10 +29,16 @@ A minimal env ``train.py``::
     class Config(training.Config):
         log_path: str = "runs/my_env"
         group_size: int = 8
+        env: MyGameConfig = chz.field(default_factory=MyGameConfig)  # a light chz class
 
         def dataset_builder(self):
             from envs.my_env import MyDatasetBuilder  # heavy import: after parsing
-            return MyDatasetBuilder(group_size=self.group_size, model_name=self.model_name)
+            return MyDatasetBuilder(
+                group_size=self.group_size,
+                env=self.env,
+                model_name_for_tokenizer=self.model_name,
+                renderer_name=self.renderer_name,
+            )
 
     if __name__ == "__main__":
         raise SystemExit(training.run_cli(Config))

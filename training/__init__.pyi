@@ -1,9 +1,6 @@
 """Public names of ``training`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
 
 from ._cli import (
-    ConfigError as ConfigError,
-)
-from ._cli import (
     parse_config as parse_config,
 )
 from ._cli import (
@@ -17,6 +14,9 @@ from ._config import (
 )
 from ._config import (
     Config as Config,
+)
+from ._config import (
+    ConfigError as ConfigError,
 )
 from ._config import (
     LossFnName as LossFnName,

@@ -1,7 +1,9 @@
 """Command line in the cookbook's ``key=value`` style, failing fast with one clear line.
 
 Parsing only needs chz and the config class, so an unknown key or a bad value is reported in
-well under a second; the loop (tinker, torch, the model) is imported after the config is valid.
+well under a second; the env's data is validated next (:meth:`Config.check_data`, before the
+model loads and before anything is written); the loop (tinker, torch, the model) is imported
+after that. Nested keys (``env.candidates=8``) set fields of an env's game config.
 """
 
 from __future__ import annotations
@@ -12,13 +14,9 @@ from typing import TypeVar
 
 import chz
 
-from training._config import Config
+from training._config import Config, ConfigError
 
-C = TypeVar("C", bound=Config)
-
-
-class ConfigError(ValueError):
-    """A command line that does not make a valid config (the message is one line)."""
+C = TypeVar("C")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -40,10 +38,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 def parse_config(config_cls: type[C], argv: Sequence[str]) -> C:
-    """Build ``config_cls`` from ``key=value`` arguments; :class:`ConfigError` on any problem."""
+    """Build ``config_cls`` (a :class:`Config`, or any chz class) from ``key=value`` arguments;
+    :class:`ConfigError` (one line) on any problem."""
     try:
         return chz.Blueprint(config_cls).make_from_argv(list(argv))
     except Exception as exc:  # chz raises several unrelated types; all mean "bad command line"
+        raise ConfigError(_one_line(exc)) from None
+
+
+def check_data(config: Config) -> None:
+    """Run :meth:`Config.check_data`; :class:`ConfigError` (one line) on bad data."""
+    try:
+        config.check_data()
+    except (ValueError, OSError) as exc:
         raise ConfigError(_one_line(exc)) from None
 
 
@@ -54,7 +61,8 @@ def _help(config_cls: type[Config]) -> str:
 def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
     """Entry point of an env's ``train.py``: parse, train, return the exit status.
 
-    Exit status: 0 done, 2 bad command line (one line on stderr), 130 interrupted, 1 failure.
+    Exit status: 0 done, 2 bad command line, bad data or an env that does not fit the policy
+    (one line on stderr, nothing written for the first two), 130 interrupted, 1 failure.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     prog = prog or config_cls.__module__
@@ -64,13 +72,17 @@ def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog
         return 0
     try:
         config = parse_config(config_cls, args)
+        check_data(config)
     except ConfigError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    from training._loop import train  # heavy imports happen here, after the config is valid
+    from training._loop import train  # heavy imports happen here, after the config and data are valid
 
     try:
         summary = train(config)
+    except ConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; rerun with log_path={config.log_path} to resume", file=sys.stderr)
         return 130

@@ -1,7 +1,9 @@
-"""The training-loop configuration: one flat chz class, cheap to import (no tinker, no torch).
+"""The training-loop configuration: one chz class, cheap to import (no tinker, no torch).
 
-An env's ``train.py`` subclasses :class:`Config`, adds its own fields (flat, so the command line
-stays ``key=value``), overrides defaults, and implements :meth:`Config.dataset_builder`.
+An env's ``train.py`` subclasses :class:`Config`: it overrides loop defaults, adds the env's game
+config as ONE nested chz field (``env: TwentyQuestionsConfig``, set from the command line as
+``env.candidates=8``, the cookbook's way) plus its data keys, implements
+:meth:`Config.dataset_builder`, and, when it reads data files, :meth:`Config.check_data`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ EvaluatorBuilder = Callable[[], Any]
 ``InspectEvaluatorBuilder``."""
 
 
+class ConfigError(ValueError):
+    """A configuration that cannot run: a bad key or value, bad data, an env that does not fit the
+    policy (the message is one line; the command line exits 2 with it)."""
+
+
 def _positive(name: str, value: float) -> None:
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
@@ -51,8 +58,11 @@ class Config:
     # --- model and backend ---------------------------------------------------------------
     model_name: str = SMOLLM2
     """Base model to train (the local backend serves SmolLM2-135M-Instruct and a tiny random Llama)."""
-    renderer_name: str = "qwen3_instruct"
-    """Renderer of the conversation (passed to the env's dataset builder)."""
+    renderer_name: str | None = None
+    """Renderer of the conversation, passed to the env's dataset builder with ``model_name``
+    (None: the model's recommended one, ``renderers_ext.recommended_renderer_name``: the
+    cookbook's ``model_info``, else the renderer matching the model's chat template;
+    ``qwen3_instruct`` for SmolLM2)."""
     backend: BackendName = "auto"
     """Where training and sampling run: ``local``, ``tinker`` or ``auto``."""
     base_url: str | None = None
@@ -181,6 +191,12 @@ class Config:
         """The env's dataset builder (train split and held-out split). Subclasses implement it
         with lazy imports, so parsing the command line stays fast."""
         raise NotImplementedError(f"{type(self).__name__} must implement dataset_builder()")
+
+    def check_data(self) -> None:
+        """Validate the env's data (files exist, parse, every row usable) before the model loads and
+        before anything is written; raise ``ValueError`` / ``OSError`` with a one-line message
+        naming the file and the first bad line. Runs in the command line before the heavy
+        imports, so it must stay cheap to import. Default: nothing to check."""
 
     def lr_at(self, step: int) -> float:
         """Learning rate of step ``step`` under :attr:`lr_schedule`."""

@@ -32,9 +32,10 @@ import tinker
 from tinker_cookbook.rl.metrics import compute_kl_sample_train, compute_post_kl
 from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGroup
 
+from backend.model import register_tokenizers
 from rollout import informative_groups
 from training import _checkpoint as ckpt
-from training._config import Config
+from training._config import Config, ConfigError
 from training._evaluators import build_evaluators, run_evaluators
 from training._logging import CONFIG_FILE, EVAL_FILE, METRICS_FILE, JsonlLog, read_rows, write_json_atomic
 from training._metrics import group_metrics
@@ -127,6 +128,57 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
     return make_service_client("tinker", **kwargs)
 
 
+def _same_tokenizer(a: Any, b: Any) -> bool:
+    """Whether two tokenizers map text to the same ids (same vocabulary, special tokens included)."""
+    if a is b:
+        return True
+    vocab_a, vocab_b = getattr(a, "get_vocab", None), getattr(b, "get_vocab", None)
+    if vocab_a is not None and vocab_b is not None:
+        return vocab_a() == vocab_b()
+    probe = "Hello, world! 12345 <|im_start|>user\nÜnïcødé ✓<|im_end|>"
+    return list(a.encode(probe)) == list(b.encode(probe))
+
+
+def _tokenizer_name(tokenizer: Any) -> str:
+    size = len(tokenizer) if hasattr(tokenizer, "__len__") else "?"
+    return f"{getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)!r} ({size} tokens)"
+
+
+async def check_env_tokenizer(dataset: RLDataset, index: int, policy_tokenizer: Any) -> str:
+    """Refuse an env whose tokenizer is not the policy's, before any sampling.
+
+    Makes the envs of the first group of batch ``index`` (nothing is sampled or stepped) and
+    compares the tokenizer of their renderer with ``policy_tokenizer``. Returns what was checked
+    (for the log); an env with no ``renderer`` cannot be checked and says so.
+
+    Raises:
+        ConfigError: one line: the env's tokenizer differs, or the env's renderer or tokenizer
+            cannot be made for its model.
+    """
+    from renderers_ext import TokenizerNotFoundError, UnknownRendererError
+
+    builders = dataset.get_batch(index)
+    if not builders:
+        return "env tokenizer not checked: empty batch"
+    try:
+        envs = await builders[0].make_envs()
+    except (UnknownRendererError, TokenizerNotFoundError) as exc:
+        raise ConfigError(str(exc)) from None
+    renderer = getattr(envs[0], "renderer", None) if envs else None
+    tokenizer = getattr(renderer, "tokenizer", None)
+    if tokenizer is None:
+        return (
+            f"env tokenizer not checked: {type(envs[0]).__name__ if envs else 'no env'} exposes no renderer"
+        )
+    if not _same_tokenizer(tokenizer, policy_tokenizer):
+        raise ConfigError(
+            f"the env's tokenizer {_tokenizer_name(tokenizer)} is not the policy's {_tokenizer_name(policy_tokenizer)}: "
+            "build the env for the policy's model (model_name_for_tokenizer=<model_name>)"
+        )
+    name = getattr(renderer, "_renderer_name", None) or type(renderer).__name__
+    return f"env renderer {name} on the policy's tokenizer {_tokenizer_name(tokenizer)}"
+
+
 def _setup_file_logging(log_path: Path) -> logging.Handler:
     handler = logging.FileHandler(log_path / LOG_FILE, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -164,6 +216,10 @@ async def train_async(
         warm_start: optional hook run once on a fresh start (see :data:`WarmStart`).
     """
     t0 = time.monotonic()
+    try:  # before anything is written (the command line checked it already: cheap to repeat)
+        config.check_data()
+    except (ValueError, OSError) as exc:
+        raise ConfigError(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)) from None
     log_path = Path(config.log_path).expanduser().resolve()
     log_path.mkdir(parents=True, exist_ok=True)
     handler = _setup_file_logging(log_path)
@@ -247,12 +303,15 @@ class _Run:
             ckpt.seed_everything(config.seed)
         write_json_atomic(log_path / CONFIG_FILE, config.to_json())
 
+        register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
         await self._make_training_client(service, record)
         self.tokenizer = self.training_client.get_tokenizer()
         builder = self.builder or config.dataset_builder()
         train_ds, test_ds = await builder()
         end = min(config.max_steps, len(train_ds))
+        if start < end:
+            logger.info(await check_env_tokenizer(train_ds, start, self.tokenizer))
         print(
             f"[training] {'resuming at step ' + str(start) if record else 'new run'}: {end} steps; artifacts in "
             f"{log_path} (config.json, metrics.jsonl, eval.jsonl, {PLOT_FILE}, {TRANSCRIPTS_DIR}/, "

@@ -175,11 +175,12 @@ def twenty_questions_source(split: str = "train", group_size: int = 1, **rules: 
 
 
 def _math(preset: str, split: str, group_size: int, fields: dict[str, Any]) -> EnvSource:
-    from envs.math import MathDatasetBuilder
+    from envs.math import MathDatasetBuilder, MathEnvConfig
 
     fields.setdefault("n_train", 256)
     fields.setdefault("n_test", 64)
-    builder = MathDatasetBuilder(env=preset, batch_size=1, group_size=group_size, **fields)
+    env = fields.pop("env", None) or MathEnvConfig.preset(preset)
+    builder = MathDatasetBuilder(env=env, batch_size=1, group_size=group_size, **fields)
     return LazyDatasetFactory(builder, split)
 
 

@@ -328,7 +328,7 @@ class PairwiseEnv(JudgedChatEnv):
 # Group builders
 # --------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=16)
-def _renderer(name: str, model_name: str) -> Renderer:
+def _renderer(name: str | None, model_name: str) -> Renderer:
     from renderers_ext import get_renderer
 
     return get_renderer(name, model_name)
@@ -350,15 +350,15 @@ class RubricGroupBuilder(EnvGroupBuilder):
     rubric: Rubric
     judge: JudgeConfig
     group_size: int
-    renderer_name: str = "qwen3_instruct"
-    model_name: str = SMOLLM2
+    model_name_for_tokenizer: str = SMOLLM2
+    renderer_name: str | None = None
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
     on_truncation: OnTruncation = OnTruncation.JUDGE
 
     async def make_envs(self) -> Sequence[RubricEnv]:
-        renderer = _renderer(self.renderer_name, self.model_name)
+        renderer = _renderer(self.renderer_name, self.model_name_for_tokenizer)
         judge = get_judge(self.judge)
         return [
             RubricEnv(
@@ -398,8 +398,8 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
     pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
     rounds: int = 1
     rubric: Rubric | None = None
-    renderer_name: str = "qwen3_instruct"
-    model_name: str = SMOLLM2
+    model_name_for_tokenizer: str = SMOLLM2
+    renderer_name: str | None = None
     user: UserConfig | None = None
     limits: EnvLimits | None = None
     faults: Mapping[Fault, FaultPolicy] | None = None
@@ -412,7 +412,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
         tournament_pairs(self.group_size, self.pattern, self.rounds)  # validates pattern and rounds
 
     async def make_envs(self) -> Sequence[PairwiseEnv]:
-        renderer = _renderer(self.renderer_name, self.model_name)
+        renderer = _renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [
             PairwiseEnv(
                 renderer,
@@ -486,8 +486,8 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
     batch_size: int = 4
     group_size: int = 4
     test_group_size: int = 2
-    renderer_name: str = "qwen3_instruct"
-    model_name: str = SMOLLM2
+    model_name_for_tokenizer: str = SMOLLM2
+    renderer_name: str | None = None
     pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
     rounds: int = 1
     n_test: int = 0
@@ -523,8 +523,8 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
                 pattern=self.pattern,
                 rounds=self.rounds,
                 rubric=rubrics[task.rubric],
+                model_name_for_tokenizer=self.model_name_for_tokenizer,
                 renderer_name=self.renderer_name,
-                model_name=self.model_name,
                 user=user,
                 on_truncation=self.on_truncation,
             )
@@ -533,8 +533,8 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
             rubric=rubrics[task.rubric],
             judge=self.judge,
             group_size=group_size,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
-            model_name=self.model_name,
             user=user,
             on_truncation=self.on_truncation,
         )

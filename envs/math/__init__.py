@@ -1,6 +1,6 @@
 """Math environments: single-turn, multi-turn with feedback, calculator tool; grading that never blocks.
 
-- Env: :class:`MathEnv` configured by :class:`MathEnvConfig` (presets :class:`EnvPreset`:
+- Env: :class:`MathEnv` configured by :class:`MathEnvConfig` (chz; presets :class:`EnvPreset`:
   ``single``, ``feedback``, ``calculator``; :class:`CalculatorMode`).
 - Grading: :class:`Grader` (worker processes, hard timeout, in-process fast path),
   :class:`GraderConfig`, :class:`GradeResult`, :class:`GradeStatus`, :class:`GraderStats`,
@@ -8,7 +8,8 @@
 - Calculator: :func:`evaluate` (safe ``ast`` arithmetic), :class:`CalculatorLimits`,
   :class:`CalculatorError`.
 - Data: :class:`MathProblem`, :func:`generate_problems` (seeded, offline), :func:`load_gsm8k`,
-  :func:`load_math`, :func:`load_jsonl`, :class:`DatasetFormatError`, :class:`Split`.
+  :func:`load_math`, :func:`load_jsonl`, :func:`load_split`, :func:`check_source` (validate
+  before a model loads), :class:`DatasetFormatError`, :class:`Split`.
 - Builders: :class:`MathGroupBuilder`, :class:`MathRLDataset`, :class:`MathDatasetBuilder` (chz).
 - Entry points: ``python -m envs.math.train`` and ``python -m envs.math.eval``.
 """

@@ -9,9 +9,6 @@ from .builders import (
 from .builders import (
     MathRLDataset as MathRLDataset,
 )
-from .builders import (
-    load_split as load_split,
-)
 from .calculator import (
     CalculatorError as CalculatorError,
 )
@@ -21,6 +18,15 @@ from .calculator import (
 from .calculator import (
     evaluate as evaluate,
 )
+from .config import (
+    CalculatorMode as CalculatorMode,
+)
+from .config import (
+    EnvPreset as EnvPreset,
+)
+from .config import (
+    MathEnvConfig as MathEnvConfig,
+)
 from .data import (
     DatasetFormatError as DatasetFormatError,
 )
@@ -29,6 +35,9 @@ from .data import (
 )
 from .data import (
     Split as Split,
+)
+from .data import (
+    check_source as check_source,
 )
 from .data import (
     extract_gsm8k_answer as extract_gsm8k_answer,
@@ -45,6 +54,9 @@ from .data import (
 from .data import (
     load_math as load_math,
 )
+from .data import (
+    load_split as load_split,
+)
 from .env import (
     CALCULATOR_TOOL as CALCULATOR_TOOL,
 )
@@ -58,16 +70,7 @@ from .env import (
     METRIC_FORMAT as METRIC_FORMAT,
 )
 from .env import (
-    CalculatorMode as CalculatorMode,
-)
-from .env import (
-    EnvPreset as EnvPreset,
-)
-from .env import (
     MathEnv as MathEnv,
-)
-from .env import (
-    MathEnvConfig as MathEnvConfig,
 )
 from .env import (
     supports_tools as supports_tools,

@@ -1,23 +1,15 @@
-"""Validation of the game's command-line keys, cheap to import (no tinker, no sympy)."""
+"""Validation of the math data keys, cheap to import (no tinker, no sympy)."""
 
 from __future__ import annotations
 
-PRESETS = ("single", "feedback", "calculator")
-"""Values of ``env`` (``envs.math.env.EnvPreset``)."""
-CALCULATOR_MODES = ("off", "auto", "tool", "tag")
-"""Values of ``calculator`` (``envs.math.env.CalculatorMode``)."""
 SOURCES = ("generated", "gsm8k", "math", "jsonl")
-"""Values of ``source``."""
+"""Values of ``source`` (``envs.math.data.SOURCES``)."""
 LEVELS = ("1", "2", "3", "4", "5")
 """Generator levels."""
 
 
-def check_game_keys(env: str, calculator: str | None, source: str, levels: str) -> None:
-    """Raise a one-line ``ValueError`` for a bad preset, calculator mode, source or level list."""
-    if env not in PRESETS:
-        raise ValueError(f"env must be one of {list(PRESETS)}, got {env!r}")
-    if calculator is not None and calculator not in CALCULATOR_MODES:
-        raise ValueError(f"calculator must be one of {list(CALCULATOR_MODES)}, got {calculator!r}")
+def check_data_keys(source: str, levels: str) -> None:
+    """Raise a one-line ``ValueError`` for a bad source or level list."""
     if source not in SOURCES:
         raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
     parts = [x.strip() for x in levels.split(",")]

@@ -16,12 +16,13 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RLDataset, R
 
 from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
-from envs.math._keys import check_game_keys
-from envs.math.data import MathProblem, Split, generate_problems, load_gsm8k, load_jsonl, load_math
-from envs.math.env import CalculatorMode, EnvPreset, MathEnv, MathEnvConfig
+from envs.math._keys import check_data_keys
+from envs.math.config import MathEnvConfig
+from envs.math.data import MathProblem, Split, load_split
+from envs.math.env import MathEnv
 from renderers_ext import get_renderer
 
-__all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset", "load_split"]
+__all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset"]
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,15 @@ class MathGroupBuilder(EnvGroupBuilder):
     """The game."""
     group_size: int
     """Envs in the group."""
-    renderer_name: str = "qwen3_instruct"
-    """Renderer name (see ``renderers_ext.get_renderer``)."""
-    model_name: str = SMOLLM2
+    model_name_for_tokenizer: str = SMOLLM2
     """Model whose tokenizer the renderer uses."""
+    renderer_name: str | None = None
+    """Renderer name (see ``renderers_ext.get_renderer``; None: the model's recommended one)."""
     dataset_name: str = "math"
     """Logging tag."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = get_renderer(self.renderer_name, self.model_name)
+        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [MathEnv(renderer, self.problem, self.config) for _ in range(self.group_size)]
 
     async def compute_group_rewards(
@@ -63,7 +64,7 @@ class MathRLDataset(GroupDataset):
         batch_size: groups per batch.
         group_size: envs per group.
         config: the game.
-        renderer_name / model_name: how envs build their renderer.
+        model_name_for_tokenizer / renderer_name: how envs build their renderer.
         seed: shuffle seed.
         shuffle: shuffle the problem order (train) or keep it (test).
         dataset_name: logging tag.
@@ -76,8 +77,8 @@ class MathRLDataset(GroupDataset):
         batch_size: int,
         group_size: int,
         config: MathEnvConfig,
-        renderer_name: str = "qwen3_instruct",
-        model_name: str = SMOLLM2,
+        model_name_for_tokenizer: str = SMOLLM2,
+        renderer_name: str | None = None,
         seed: int = 0,
         shuffle: bool = True,
         dataset_name: str = "math",
@@ -93,8 +94,8 @@ class MathRLDataset(GroupDataset):
         super().__init__(batch_size, len(self.problems))
         self.group_size = group_size
         self.config = config
+        self.model_name_for_tokenizer = model_name_for_tokenizer
         self.renderer_name = renderer_name
-        self.model_name = model_name
         self.dataset_name = dataset_name
 
     def group(self, index: int) -> MathGroupBuilder:
@@ -103,61 +104,22 @@ class MathRLDataset(GroupDataset):
             self.problems[index],
             self.config,
             self.group_size,
-            self.renderer_name,
-            self.model_name,
-            self.dataset_name,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
+            renderer_name=self.renderer_name,
+            dataset_name=self.dataset_name,
         )
-
-
-def load_split(
-    source: str,
-    split: Split | str,
-    *,
-    path: str | None = None,
-    n: int = 1000,
-    seed: int = 0,
-    levels: str = "1,2,3,4,5",
-) -> list[MathProblem]:
-    """Problems of one split from ``source`` (``generated``, ``gsm8k``, ``math`` or ``jsonl``).
-
-    ``path`` is a local file (for ``jsonl`` a file per split: ``{split}`` in the path is
-    replaced by the split name). ``n`` caps the number of problems (the generator may have
-    fewer distinct ones at easy levels).
-    """
-    split = Split(split)
-    file = path.replace("{split}", str(split)) if path else None
-    if source == "generated":
-        level_list = tuple(int(x) for x in levels.split(",") if x.strip())
-        return generate_problems(n, seed=seed, split=split, levels=level_list, strict=False)
-    if source == "gsm8k":
-        return load_gsm8k(file, split=split, limit=n)
-    if source == "math":
-        return load_math(file, split=split, limit=n)
-    if source == "jsonl":
-        if not file:
-            raise ValueError("source=jsonl needs path=<file.jsonl>, e.g. path=data/{split}.jsonl")
-        return load_jsonl(file, limit=n)
-    raise ValueError(f"unknown source {source!r}: use generated, gsm8k, math or jsonl")
 
 
 @chz.chz
 class MathDatasetBuilder(RLDatasetBuilder):
-    """Train and test datasets of math problems (chz: every field is a command-line key)."""
+    """Train and test datasets of math problems (chz: every field is a key, the game nested as ``env``)."""
 
     batch_size: int = 4
     """Groups per training batch."""
     group_size: int = 4
     """Envs per group (test groups have 1)."""
-    env: str = "single"
-    """Game preset: ``single``, ``feedback`` or ``calculator``."""
-    max_attempts: int | None = None
-    """Override the preset's attempts."""
-    format_coef: float = 0.1
-    """Weight of the format term."""
-    attempt_decay: float = 0.5
-    """Reward decay per extra attempt (feedback game)."""
-    calculator: str | None = None
-    """Override the calculator mode (``off``, ``auto``, ``tool``, ``tag``)."""
+    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
+    """The game (``MathEnvConfig.preset("feedback")``, ``env.calculator=auto``...)."""
     source: str = "generated"
     """``generated`` (offline default), ``gsm8k``, ``math`` or ``jsonl``."""
     path: str | None = None
@@ -170,31 +132,23 @@ class MathDatasetBuilder(RLDatasetBuilder):
     """Training problems (at most)."""
     n_test: int = 64
     """Test problems (at most; 0: no test set)."""
-    renderer_name: str = "qwen3_instruct"
-    """Renderer name."""
     model_name_for_tokenizer: str = SMOLLM2
     """Model whose tokenizer the renderer uses."""
+    renderer_name: str | None = None
+    """Renderer name (None: the model's recommended one)."""
     seed: int = 0
     """Generator and shuffle seed."""
 
     @chz.validate
     def _check(self) -> None:
-        check_game_keys(self.env, self.calculator, self.source, self.levels)
-
-    def env_config(self) -> MathEnvConfig:
-        """The game these fields describe."""
-        overrides: dict[str, object] = {"format_coef": self.format_coef, "attempt_decay": self.attempt_decay}
-        if self.max_attempts is not None:
-            overrides["max_attempts"] = self.max_attempts
-        if self.calculator is not None:
-            overrides["calculator"] = CalculatorMode(self.calculator)
-        return MathEnvConfig.preset(EnvPreset(self.env), **overrides)
+        check_data_keys(self.source, self.levels)
 
     def datasets(self) -> tuple[MathRLDataset, MathRLDataset | None]:
         """Build both splits synchronously."""
-        config = self.env_config()
         common = dict(
-            config=config, renderer_name=self.renderer_name, model_name=self.model_name_for_tokenizer
+            config=self.env,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
+            renderer_name=self.renderer_name,
         )
         train_problems = load_split(
             self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels

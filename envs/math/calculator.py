@@ -13,8 +13,9 @@ import ast
 import math
 import re
 import time
-from dataclasses import dataclass
 from fractions import Fraction
+
+import chz
 
 __all__ = ["CalculatorError", "CalculatorLimits", "evaluate", "format_number"]
 
@@ -23,7 +24,7 @@ class CalculatorError(ValueError):
     """The expression is not allowed or cannot be evaluated (a one-line reason)."""
 
 
-@dataclass(frozen=True)
+@chz.chz
 class CalculatorLimits:
     """Bounds of one evaluation."""
 

@@ -20,16 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from envs.math._grading_core import extract_boxed
+from envs.math._keys import SOURCES
 
 __all__ = [
+    "SOURCES",
     "DatasetFormatError",
     "MathProblem",
     "Split",
+    "check_source",
     "extract_gsm8k_answer",
     "generate_problems",
     "load_gsm8k",
     "load_jsonl",
     "load_math",
+    "load_split",
 ]
 
 
@@ -335,7 +339,7 @@ def _math_answer(solution: str) -> str:
 
 
 def _hub_rows(name: str, config: str | None, split: str) -> list[dict[str, Any]]:
-    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+    if _hub_offline():
         raise RuntimeError(
             f"no local path given for {name} and the hub is offline (HF_HUB_OFFLINE=1): "
             "pass path=<file.jsonl|file.parquet>"
@@ -405,3 +409,84 @@ def load_math(
         if str(row["problem"]) not in held_out
     ]
     return _from_hub_rows(rows, "problem", "solution", _math_answer, "math")[:limit]
+
+
+# --- one split of a source, and its validation ------------------------------------------------
+
+
+def _split_file(path: str | None, split: Split) -> str | None:
+    return path.replace("{split}", str(split)) if path else None
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
+
+
+def load_split(
+    source: str,
+    split: Split | str,
+    *,
+    path: str | None = None,
+    n: int = 1000,
+    seed: int = 0,
+    levels: str = "1,2,3,4,5",
+) -> list[MathProblem]:
+    """Problems of one split from ``source`` (``generated``, ``gsm8k``, ``math`` or ``jsonl``).
+
+    ``path`` is a local file (for ``jsonl`` a file per split: ``{split}`` in the path is
+    replaced by the split name). ``n`` caps the number of problems (the generator may have
+    fewer distinct ones at easy levels).
+    """
+    split = Split(split)
+    file = _split_file(path, split)
+    if source == "generated":
+        level_list = tuple(int(x) for x in levels.split(",") if x.strip())
+        return generate_problems(n, seed=seed, split=split, levels=level_list, strict=False)
+    if source == "gsm8k":
+        return load_gsm8k(file, split=split, limit=n)
+    if source == "math":
+        return load_math(file, split=split, limit=n)
+    if source == "jsonl":
+        if not file:
+            raise ValueError("source=jsonl needs path=<file.jsonl>, e.g. path=data/{split}.jsonl")
+        return load_jsonl(file, limit=n)
+    raise ValueError(f"unknown source {source!r}: use {', '.join(SOURCES)}")
+
+
+def check_source(
+    source: str,
+    path: str | None = None,
+    *,
+    test_path: str | None = None,
+    n_train: int = 1000,
+    n_test: int = 0,
+) -> None:
+    """Validate a data source cheaply, before a model loads: the files of the train and test splits
+    (those with ``n_train`` / ``n_test`` > 0) exist and their first ``n_train`` / ``n_test`` rows
+    parse with a usable question and answer, exactly as :func:`load_split` will read them.
+
+    The generator needs no check; a hub source (no ``path``) is refused while the hub is
+    offline and not checked otherwise (it downloads when the datasets are built).
+
+    Raises:
+        FileNotFoundError: a file does not exist (one line, the path).
+        DatasetFormatError: a malformed file or row (one line, ``path:line: what``).
+        ValueError: an unknown source, or a source that needs a path.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}: use {', '.join(SOURCES)}")
+    if source == "generated":
+        return
+    splits = [(Split.TRAIN, path, n_train), (Split.TEST, test_path or path, n_test)]
+    for split, split_path, n in ((s, p, n) for s, p, n in splits if n > 0):
+        if split_path is None:
+            if source == "jsonl":
+                raise ValueError("source=jsonl needs path=<file.jsonl>, e.g. path=data/{split}.jsonl")
+            if _hub_offline():
+                raise ValueError(
+                    f"source={source} with no path reads the Hugging Face hub, which is offline "
+                    "(HF_HUB_OFFLINE=1): pass path=<file.jsonl|file.parquet> ({split} in it becomes train / test)"
+                )
+            continue
+        if not load_split(source, split, path=split_path, n=n):
+            raise DatasetFormatError(f"{_split_file(split_path, split)}: no problems in the file")

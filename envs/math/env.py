@@ -1,7 +1,7 @@
 """The math environment: single-turn, multi-turn with feedback, and with a calculator tool.
 
 One :class:`MathEnv` (a token-in/token-out :class:`envs.core.ChatEnv`) covers the three games;
-:class:`MathEnvConfig` selects them (see :meth:`MathEnvConfig.preset`):
+:class:`MathEnvConfig` (in :mod:`envs.math.config`) selects them (see :meth:`MathEnvConfig.preset`):
 
 - single turn (``max_attempts=1``): reward ``1[correct] + format_coef * (1[format ok] - 1)``,
   where the format is ok when the reply has a ``\\boxed{}`` answer and stopped cleanly (a
@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import Any
 
 from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
 
 from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
-from envs.math.calculator import CalculatorError, CalculatorLimits, evaluate
+from envs.math.calculator import CalculatorError, evaluate
+from envs.math.config import CalculatorMode, EnvPreset, MathEnvConfig
 from envs.math.data import MathProblem
 from envs.math.grading import Grader, GradeStatus, default_grader, extract_boxed
 
@@ -65,89 +63,6 @@ METRIC_ATTEMPTS = "math/attempts"
 """Episode metric: answers given."""
 
 _CALC_TAG = re.compile(r"<calc>(.*?)</calc>", re.DOTALL)
-
-
-class CalculatorMode(StrEnum):
-    """Whether and how the model can call the calculator."""
-
-    OFF = "off"
-    """No calculator."""
-    AUTO = "auto"
-    """The renderer's tool format when it supports tools, else the ``<calc>`` tag."""
-    TOOL = "tool"
-    """The renderer's tool-call format (``create_conversation_prefix_with_tools``)."""
-    TAG = "tag"
-    """``<calc>expression</calc>`` in the reply text; works with any renderer."""
-
-
-class EnvPreset(StrEnum):
-    """The three standard games."""
-
-    SINGLE = "single"
-    """One attempt, no tool."""
-    FEEDBACK = "feedback"
-    """Up to 3 attempts with "incorrect, try again" feedback."""
-    CALCULATOR = "calculator"
-    """One attempt with a calculator tool."""
-
-
-@dataclass(frozen=True)
-class MathEnvConfig:
-    """What the math game looks like (shared by every env of a dataset)."""
-
-    format_coef: float = 0.1
-    """Weight of the format term ``format_coef * (1[format ok] - 1)``."""
-    max_attempts: int = 1
-    """Answers allowed; more than 1 gives feedback after a wrong answer."""
-    attempt_decay: float = 0.5
-    """A correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``."""
-    feedback: str = "Your answer is incorrect, try again. Put your final answer in \\boxed{}."
-    """The user message after a wrong answer."""
-    no_answer_feedback: str = "I could not find a \\boxed{} answer. Put your final answer in \\boxed{}."
-    """The user message after a reply without a boxed answer (when attempts remain)."""
-    calculator: CalculatorMode = CalculatorMode.OFF
-    """Whether the model can call a calculator, and how."""
-    max_calculator_calls: int = 6
-    """Calculator calls allowed per episode (further calls get an error result)."""
-    calculator_limits: CalculatorLimits = field(default_factory=CalculatorLimits)
-    """Size and time bounds of one calculation."""
-    system_prompt: str = ""
-    """Optional system prompt (tool instructions are added to it)."""
-    instruction: str = " Write your final answer in \\boxed{}."
-    """Appended to every question."""
-    fewshot: bool = True
-    """Start with one solved example (user question, assistant answer ending in ``\\boxed{}``):
-    small models otherwise rarely use the box at all."""
-    max_trajectory_tokens: int | None = None
-    """Observation length cap of an episode (see :class:`envs.core.EnvLimits`)."""
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if not 0 <= self.attempt_decay <= 1:
-            raise ValueError(f"attempt_decay must be in [0, 1], got {self.attempt_decay}")
-        if self.format_coef < 0:
-            raise ValueError(f"format_coef must be >= 0, got {self.format_coef}")
-        if self.max_calculator_calls < 0:
-            raise ValueError(f"max_calculator_calls must be >= 0, got {self.max_calculator_calls}")
-        object.__setattr__(self, "calculator", CalculatorMode(self.calculator))
-
-    @classmethod
-    def preset(cls, name: EnvPreset | str, **overrides: Any) -> MathEnvConfig:
-        """The config of a standard game, with field overrides."""
-        preset = EnvPreset(name)
-        base = {
-            EnvPreset.SINGLE: cls(),
-            EnvPreset.FEEDBACK: cls(max_attempts=3),
-            EnvPreset.CALCULATOR: cls(calculator=CalculatorMode.AUTO),
-        }[preset]
-        return replace(base, **overrides)
-
-    @property
-    def max_turns(self) -> int:
-        """Assistant turns an episode can take (attempts + calculator calls + one spare)."""
-        calls = self.max_calculator_calls + 1 if self.calculator is not CalculatorMode.OFF else 0
-        return self.max_attempts + calls
 
 
 def supports_tools(renderer: Renderer) -> bool:
@@ -205,7 +120,7 @@ class MathEnv(ChatEnv):
         )
         self.problem = problem
         self.grader = grader
-        mode = self.config.calculator
+        mode = self.config.calculator_mode
         if mode is CalculatorMode.AUTO:
             mode = CalculatorMode.TOOL if supports_tools(renderer) else CalculatorMode.TAG
         elif mode is CalculatorMode.TOOL and not supports_tools(renderer):

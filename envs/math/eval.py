@@ -10,7 +10,7 @@ Examples::
     python -m envs.math.eval                                   # base model
     python -m envs.math.eval run=runs/math/default             # last checkpoint of a training run
     python -m envs.math.eval checkpoint=local://<id>/sampler_weights/000020 checkpoint_root=runs/x/checkpoints
-    python -m envs.math.eval env=feedback source=gsm8k path=data/gsm8k_test.jsonl n_test=200
+    python -m envs.math.eval env.max_attempts=3 source=gsm8k path=data/gsm8k_test.jsonl n_test=200
     python -m envs.math.eval harness=inspect n_test=20           # the Inspect AI task, offline
 
 ``harness=inspect`` runs :func:`envs.math.inspect_task.gsm8k` (a GSM8K-style task read from a
@@ -19,8 +19,9 @@ through the cookbook's Inspect AI bridge (``InspectEvaluatorBuilder``) against t
 the generated source is first written to a GSM8K-style file next to ``output``. Needs the optional
 ``inspect-ai`` package (``pip install -e ".[inspect]"``).
 
-The game keys (``env``, ``max_attempts``, ``calculator``, ``source``, ``path``, ``levels``...)
-mean the same as in ``python -m envs.math.train``.
+The game (``env.*``, :class:`~envs.math.config.MathEnvConfig`) and the data keys (``source``,
+``path``, ``levels``...) mean the same as in ``python -m envs.math.train``; data files are
+validated before the model loads.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from typing import Any
 
 import chz
 
+import training
 from backend.model import SMOLLM2
+from envs.math.config import MathEnvConfig
 
 __all__ = [
     "EpisodeRecord",
@@ -55,8 +58,8 @@ class EvalConfig:
 
     model_name: str = SMOLLM2
     """Base model (also the tokenizer of the renderer)."""
-    renderer_name: str = "qwen3_instruct"
-    """Renderer of the conversation."""
+    renderer_name: str | None = None
+    """Renderer of the conversation (None: the model's recommended one)."""
     backend: str = "local"
     """``local`` (embedded, offline), ``tinker`` or ``auto``."""
     checkpoint: str | None = None
@@ -69,21 +72,13 @@ class EvalConfig:
     """Results JSON path (default: ``<run>/math_eval.json`` or ``runs/math/eval.json``)."""
 
     harness: str = "env"
-    """``env``: our MathEnv game (the game keys below apply); ``inspect``: the Inspect AI task
+    """``env``: our MathEnv game (the ``env.*`` keys apply); ``inspect``: the Inspect AI task
     (single generation, no game)."""
     inspect_scorer: str = "grader"
     """``harness=inspect``: ``grader`` (our math grader on the ``\\boxed{}`` answer) or ``match``."""
 
-    env: str = "single"
-    """Game preset: ``single``, ``feedback`` or ``calculator``."""
-    max_attempts: int | None = None
-    """Answers per episode (default: the preset's)."""
-    attempt_decay: float = 0.5
-    """Reward decay per extra attempt."""
-    format_coef: float = 0.1
-    """Weight of the format term."""
-    calculator: str | None = None
-    """Override the calculator: ``off``, ``auto``, ``tool`` or ``tag``."""
+    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
+    """The game (``env.max_attempts=3``, ``env.calculator=auto``...)."""
     source: str = "generated"
     """``generated``, ``gsm8k``, ``math`` or ``jsonl``."""
     path: str | None = None
@@ -118,9 +113,9 @@ class EvalConfig:
             raise ValueError(f"harness must be 'env' or 'inspect', got {self.harness!r}")
         if self.inspect_scorer not in ("grader", "match"):
             raise ValueError(f"inspect_scorer must be 'grader' or 'match', got {self.inspect_scorer!r}")
-        from envs.math._keys import check_game_keys
+        from envs.math._keys import check_data_keys
 
-        check_game_keys(self.env, self.calculator, self.source, self.levels)
+        check_data_keys(self.source, self.levels)
 
 
 @dataclass(frozen=True)
@@ -314,8 +309,8 @@ async def run_inspect_eval(config: EvalConfig) -> tuple[EvalSummary, Path]:
         ) from None
     from backend import resolve_backend
     from backend.offline import use_local_backend
-    from envs.math.builders import load_split
-    from envs.math.data import Split
+    from envs.math.data import Split, load_split
+    from renderers_ext import recommended_renderer_name
 
     checkpoint, root = _resolve_checkpoint(config)
     output = _output(config)
@@ -334,7 +329,7 @@ async def run_inspect_eval(config: EvalConfig) -> tuple[EvalSummary, Path]:
     log_dir = output.parent / "inspect-logs"
     builder = InspectEvaluatorBuilder(
         tasks=[gsm8k(path=data_path, limit=config.n_test, scorer=config.inspect_scorer)],
-        renderer_name=config.renderer_name,
+        renderer_name=config.renderer_name or recommended_renderer_name(config.model_name),
         model_name=config.model_name,
         temperature=config.temperature,
         max_tokens=config.max_tokens,
@@ -382,20 +377,13 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
     """Evaluate as configured; write the results JSON; return (summary, records, output path)."""
     from tinker_cookbook.completers import TinkerTokenCompleter
 
-    from envs.math.builders import MathDatasetBuilder, load_split
-    from envs.math.data import Split
+    from envs.math.data import Split, load_split
     from envs.math.env import MathEnv
     from envs.math.grading import Grader, GraderConfig
     from renderers_ext import get_renderer
 
     checkpoint, root = _resolve_checkpoint(config)
-    game = MathDatasetBuilder(
-        env=config.env,
-        max_attempts=config.max_attempts,
-        attempt_decay=config.attempt_decay,
-        format_coef=config.format_coef,
-        calculator=config.calculator,
-    ).env_config()
+    game = config.env
     problems = load_split(
         config.source, Split.TEST, path=config.path, n=config.n_test, seed=config.seed, levels=config.levels
     )
@@ -427,9 +415,7 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
     extra = {
         "model_name": config.model_name,
         "checkpoint": checkpoint,
-        "game": config.env,
-        "max_attempts": game.max_attempts,
-        "calculator": str(game.calculator),
+        "game": chz.asdict(game),
         "source": config.source,
         "path": config.path,
         "levels": config.levels,
@@ -451,10 +437,16 @@ def main(argv: list[str] | None = None) -> int:
         print(chz.Blueprint(EvalConfig).get_help())
         return 0
     try:
-        config = chz.Blueprint(EvalConfig).make_from_argv(args)
-    except Exception as e:  # chz raises several types; all mean "bad command line"
-        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        print(f"envs.math.eval: error: {first}", file=sys.stderr)
+        config = training.parse_config(EvalConfig, args)
+    except training.ConfigError as e:
+        print(f"envs.math.eval: error: {e}", file=sys.stderr)
+        return 2
+    from envs.math.data import check_source
+
+    try:  # the data before the model loads
+        check_source(config.source, config.path, n_train=0, n_test=config.n_test)
+    except (ValueError, OSError) as e:
+        print(f"envs.math.eval: error: {e}", file=sys.stderr)
         return 2
     try:
         if config.harness == "inspect":

@@ -6,10 +6,14 @@ answer, 20 steps, held-out evaluation on 32 generated test problems before train
 10 and at the end. Sized for 2 CPU cores.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
-``backend=tinker``, ``log_path=...``), plus the game's keys below: ``env=feedback`` (up to
-``max_attempts`` answers with feedback), ``env=calculator`` (a calculator tool),
+``backend=tinker``, ``model_name=...``, ``log_path=...``), every field of the game
+(:class:`~envs.math.config.MathEnvConfig`) as a nested key: ``env.max_attempts=3`` (the
+feedback game: answers with "try again" feedback), ``env.calculator=auto`` (a calculator tool),
+``env.format_coef=0.2``, ``env.fewshot=false``...; and the data keys below:
 ``source=gsm8k path=data/gsm8k_{split}.jsonl``, ``levels=1,2,3,4``... ``--help`` lists them.
-Artifacts go to ``log_path``; rerunning with the same ``log_path`` resumes.
+Data files are validated before the model loads (a missing file, a malformed line or a row
+without its answer: one line, exit 2, nothing written). Artifacts go to ``log_path``; rerunning
+with the same ``log_path`` resumes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
+from envs.math.config import MathEnvConfig
 
 if TYPE_CHECKING:
     from envs.math.builders import MathDatasetBuilder
@@ -28,7 +33,7 @@ WIN_METRIC = "math/correct"
 
 @chz.chz
 class MathTrainConfig(training.Config):
-    """:class:`training.Config` with math defaults and the game's own keys."""
+    """:class:`training.Config` with math loop defaults, the game (``env.*``) and its data keys."""
 
     # --- loop defaults for this env (2 CPU cores) -------------------------------------------
     log_path: str = "runs/math/default"
@@ -38,17 +43,9 @@ class MathTrainConfig(training.Config):
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
 
-    # --- the game -------------------------------------------------------------------------
-    env: str = "single"
-    """Game preset: ``single``, ``feedback`` or ``calculator``."""
-    max_attempts: int | None = None
-    """Answers per episode (default: the preset's, 1 or 3)."""
-    attempt_decay: float = 0.5
-    """A correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``."""
-    format_coef: float = 0.1
-    """Weight of the format term ``format_coef * (1[boxed answer] - 1)``."""
-    calculator: str | None = None
-    """Override the calculator: ``off``, ``auto``, ``tool`` or ``tag``."""
+    # --- the game (its own defaults, nested keys env.<field>) --------------------------------
+    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
+    """The game (``env.max_attempts=3``, ``env.calculator=auto``...)."""
 
     # --- data -----------------------------------------------------------------------------
     source: str = "generated"
@@ -69,10 +66,18 @@ class MathTrainConfig(training.Config):
     """Samples per problem (the GRPO group)."""
 
     @chz.validate
-    def _check_game(self) -> None:
-        from envs.math._keys import check_game_keys
+    def _check_data_keys(self) -> None:
+        from envs.math._keys import check_data_keys
 
-        check_game_keys(self.env, self.calculator, self.source, self.levels)
+        check_data_keys(self.source, self.levels)
+
+    def check_data(self) -> None:
+        """The data files exist and their rows parse, with an answer (before the model loads)."""
+        from envs.math.data import check_source
+
+        check_source(
+            self.source, self.path, test_path=self.test_path, n_train=self.n_train, n_test=self.n_test
+        )
 
     def dataset_builder(self) -> MathDatasetBuilder:
         """Train and held-out splits of the configured math game."""
@@ -82,18 +87,14 @@ class MathTrainConfig(training.Config):
             batch_size=self.batch_size,
             group_size=self.group_size,
             env=self.env,
-            max_attempts=self.max_attempts,
-            format_coef=self.format_coef,
-            attempt_decay=self.attempt_decay,
-            calculator=self.calculator,
             source=self.source,
             path=self.path,
             test_path=self.test_path,
             levels=self.levels,
             n_train=self.n_train,
             n_test=self.n_test,
-            renderer_name=self.renderer_name,
             model_name_for_tokenizer=self.model_name,
+            renderer_name=self.renderer_name,
             seed=self.seed,
         )
 

@@ -54,14 +54,17 @@ from .answerers import (
 from .answerers import (
     understand as understand,
 )
-from .env import (
+from .config import (
     CANDIDATES_SENTENCE as CANDIDATES_SENTENCE,
+)
+from .config import (
+    PLAYER_PROMPT as PLAYER_PROMPT,
+)
+from .config import (
+    TwentyQuestionsConfig as TwentyQuestionsConfig,
 )
 from .env import (
     FORMAT_REMINDER as FORMAT_REMINDER,
-)
-from .env import (
-    PLAYER_PROMPT as PLAYER_PROMPT,
 )
 from .env import (
     WRONG_GUESS as WRONG_GUESS,
@@ -77,9 +80,6 @@ from .env import (
 )
 from .env import (
     Metric as Metric,
-)
-from .env import (
-    TwentyQuestionsConfig as TwentyQuestionsConfig,
 )
 from .env import (
     TwentyQuestionsDataset as TwentyQuestionsDataset,
@@ -101,9 +101,6 @@ from .env import (
 )
 from .env import (
     is_correct_guess as is_correct_guess,
-)
-from .env import (
-    make_renderer as make_renderer,
 )
 from .env import (
     player_prompt as player_prompt,

@@ -11,12 +11,13 @@ Rewards (all configurable in :class:`TwentyQuestionsConfig`), given on the step 
   on the first turn earns the whole bonus); the episode ends (``stop/completed``).
 - wrong guess: ``wrong_guess_reward``; the player is told "No, it is not <word>." and plays on,
   unless ``max_guesses`` wrong guesses have been made (then the episode ends, ``stop/completed``).
-- a question: ``question_reward`` (0 by default; negative makes asking cost something), and the
-  answerer's reply.
+- a question: ``question_reward`` (-0.05 by default: asking costs something), and the answerer's
+  reply.
 - a turn that is neither one question nor one guess: ``-format_penalty``, and the player is
   reminded of the format; the episode goes on.
-- a faulty action (truncated by ``max_tokens``, empty, invalid UTF-8, unparseable): ``-fault_penalty``
-  and the episode ends (``stop/max_tokens`` or ``stop/parse_error``), see :class:`envs.core.Fault`.
+- a faulty action (empty, invalid UTF-8, unparseable; truncated by ``max_tokens`` unless
+  ``play_truncated``, the default, plays it as written): ``-fault_penalty`` and the episode ends
+  (``stop/max_tokens`` or ``stop/parse_error``), see :class:`envs.core.Fault`.
 - running out of turns: nothing more; ``stop/max_turns``.
 
 Guess detection (:func:`parse_guess`): anywhere in the message, case-insensitive, articles and a
@@ -53,22 +54,16 @@ from tinker_cookbook.rl.types import (
 )
 from tinker_cookbook.utils import logtree
 
-from backend.model import KNOWN_MODELS, SMOLLM2
+from backend.model import SMOLLM2
 from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
 from envs.datasets import GroupDataset
 from envs.twenty_questions._kb import default_kb
 from envs.twenty_questions._text import TurnKind, classify_turn, same_word, stem
 from envs.twenty_questions.answerers import Answer, Answerer, KBAnswerer, LLMAnswerer
+from envs.twenty_questions.config import CANDIDATES_SENTENCE, TwentyQuestionsConfig
 from envs.twenty_questions.words import pick_candidates, split_words
+from renderers_ext import get_renderer, recommended_renderer_name
 
-PLAYER_PROMPT = (
-    "Let's play twenty questions. I am thinking of a secret word.{candidates} "
-    "You have {max_questions} turns. Each turn, ask one yes/no question, or answer `Guess: <word>`."
-)
-"""The player's prompt: ``{candidates}`` becomes :data:`CANDIDATES_SENTENCE` (or nothing when
-the player is not told the candidates), ``{max_questions}`` the number of turns."""
-CANDIDATES_SENTENCE = " It is one of these words: {words}."
-"""How the candidate list is told to the player (``{words}``: comma-separated)."""
 FORMAT_REMINDER = "Please ask one yes/no question, or answer `Guess: <word>`."
 """The reply to a turn that is neither one question nor one guess."""
 WRONG_GUESS = "No, it is not {guess}."
@@ -102,60 +97,6 @@ class Metric(StrEnum):
     """Questions answered "I can't answer that" (not understood, or the LLM fallback)."""
     ANSWERER_FALLBACKS = "twenty_questions/answerer_fallbacks"
     """LLM answerer replies that were neither yes nor no (the fallback answer was used)."""
-
-
-@chz.chz
-class TwentyQuestionsConfig:
-    """Rules, rewards and difficulty of one game (picklable, frozen)."""
-
-    max_questions: int = 20
-    """Player turns allowed (questions, guesses and format violations all count)."""
-    candidates: int = 0
-    """Difficulty: tell the player the secret is one of this many listed words (0: not told)."""
-    win_reward: float = 1.0
-    """Reward for guessing the secret word."""
-    efficiency_bonus: float = 0.0
-    """Extra reward for winning early: ``efficiency_bonus * (max_questions - turns_before) / max_questions``."""
-    wrong_guess_reward: float = 0.0
-    """Reward of a wrong guess (e.g. negative to discourage guessing every candidate)."""
-    question_reward: float = 0.0
-    """Reward of a question (e.g. negative: a cost of asking, for settings where asking cannot help)."""
-    max_guesses: int | None = None
-    """Wrong guesses allowed before the game is lost (None: any number, within the turn budget)."""
-    format_penalty: float = 0.1
-    """Subtracted for a turn that is neither one question nor one guess."""
-    fault_penalty: float = 0.1
-    """Subtracted for a faulty action (truncated, empty, invalid UTF-8, unparseable), which ends the episode."""
-    play_truncated: bool = False
-    """Play a turn cut by ``max_tokens`` as written (its first guess or question counts; otherwise
-    the format penalty) instead of ending the game with the fault penalty. The turn is closed
-    with the end-of-turn token, so the token history still extends (one datum per episode)."""
-    truncation_penalty: float = 0.0
-    """Subtracted for a truncated turn that is played (``play_truncated``): a cost of not
-    finishing the turn, on top of whatever the turn earns as a guess, question or violation."""
-    max_trajectory_tokens: int | None = None
-    """Observation length cap (see ``envs.core.EnvLimits``); None: no cap."""
-    prompt: str = PLAYER_PROMPT
-    """The player's prompt template (placeholders ``{candidates}`` and ``{max_questions}``)."""
-
-    @chz.validate
-    def _check(self) -> None:
-        if self.max_questions < 1:
-            raise ValueError(f"max_questions must be >= 1, got {self.max_questions}")
-        if self.candidates < 0:
-            raise ValueError(f"candidates must be >= 0, got {self.candidates}")
-        if self.max_guesses is not None and self.max_guesses < 1:
-            raise ValueError(f"max_guesses must be >= 1 or None, got {self.max_guesses}")
-        if self.format_penalty < 0 or self.fault_penalty < 0 or self.truncation_penalty < 0:
-            raise ValueError(
-                "format_penalty, fault_penalty and truncation_penalty are amounts subtracted: they must be >= 0"
-            )
-        try:
-            self.prompt.format(candidates="", max_questions=1)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(
-                f"prompt template must use only {{candidates}} and {{max_questions}}: {e}"
-            ) from None
 
 
 def player_prompt(config: TwentyQuestionsConfig, candidates: Sequence[str] = ()) -> str:
@@ -389,18 +330,6 @@ class TwentyQuestionsEnv(ChatEnv):
         return self.game.stats.metrics()
 
 
-def make_renderer(renderer_name: str, model_name: str) -> Renderer:
-    """A picklable renderer: offline for locally served models, the cookbook's way otherwise."""
-    if model_name in KNOWN_MODELS:
-        from renderers_ext import get_renderer
-
-        return get_renderer(renderer_name, model_name)
-    from tinker_cookbook.renderers import get_renderer as cookbook_get_renderer
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
-
-    return cookbook_get_renderer(renderer_name, get_tokenizer(model_name), model_name=model_name)
-
-
 @dataclass(frozen=True)
 class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
     """A group of ``num_envs`` games on the same secret word and candidate list (picklable)."""
@@ -415,15 +344,16 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
     """Rules, rewards, difficulty."""
     candidates: tuple[str, ...] = ()
     """The candidate list told to the player (empty: none)."""
-    renderer_name: str = "qwen3_instruct"
-    """The player's renderer, by name (renderers are created in :meth:`make_envs`)."""
-    model_name: str = SMOLLM2
+    model_name_for_tokenizer: str = SMOLLM2
     """The player's model, for its tokenizer."""
+    renderer_name: str | None = None
+    """The player's renderer, by name (None: the model's recommended one); renderers are created
+    in :meth:`make_envs`."""
     split: str = "train"
     """Word split, used as a logging tag."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = make_renderer(self.renderer_name, self.model_name)
+        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [
             TwentyQuestionsEnv(renderer, self.word, self.answerer, self.config, self.candidates)
             for _ in range(self.num_envs)
@@ -458,8 +388,8 @@ class TwentyQuestionsDataset(GroupDataset):
         group_size: int,
         answerer: Answerer,
         config: TwentyQuestionsConfig | None = None,
-        renderer_name: str = "qwen3_instruct",
-        model_name: str = SMOLLM2,
+        model_name_for_tokenizer: str = SMOLLM2,
+        renderer_name: str | None = None,
         seed: int = 0,
         num_batches: int | None = None,
         shuffle: bool = True,
@@ -474,8 +404,8 @@ class TwentyQuestionsDataset(GroupDataset):
         self.group_size = group_size
         self.answerer = answerer
         self.config = config or TwentyQuestionsConfig()
+        self.model_name_for_tokenizer = model_name_for_tokenizer
         self.renderer_name = renderer_name
-        self.model_name = model_name
         self.seed = seed
         self.shuffle = shuffle
         self.candidate_pool = tuple(candidate_pool) if candidate_pool is not None else self.words
@@ -518,8 +448,8 @@ class TwentyQuestionsDataset(GroupDataset):
             answerer=self.answerer,
             config=self.config,
             candidates=candidates,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
-            model_name=self.model_name,
             split=self.split,
         )
 
@@ -530,15 +460,11 @@ DEFAULT_LLM_ANSWERER = "Qwen/Qwen3.5-9B"
 
 def answerer_renderer_name(model_name: str) -> str:
     """A non-thinking renderer for an LLM answerer (a few tokens must suffice for yes / no)."""
-    if model_name in KNOWN_MODELS:
-        return "qwen3_instruct"
     if model_name.startswith(("Qwen/Qwen3.5", "Qwen/Qwen3.6")):
         return "qwen3_5_disable_thinking"
     if model_name.startswith("Qwen/Qwen3"):
         return "qwen3_disable_thinking"
-    from tinker_cookbook import model_info
-
-    return model_info.get_recommended_renderer_name(model_name)
+    return recommended_renderer_name(model_name)
 
 
 class AnswererKind(StrEnum):
@@ -560,8 +486,8 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     """Games per group."""
     model_name_for_tokenizer: str = SMOLLM2
     """The player's model (for its tokenizer)."""
-    renderer_name: str = "qwen3_instruct"
-    """The player's renderer."""
+    renderer_name: str | None = None
+    """The player's renderer (None: the model's recommended one)."""
     env: TwentyQuestionsConfig = chz.field(default_factory=TwentyQuestionsConfig)
     """Rules, rewards and difficulty."""
     seed: int = 0
@@ -614,8 +540,8 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         common = dict(
             answerer=answerer,
             config=self.env,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
-            model_name=self.model_name_for_tokenizer,
             seed=self.seed,
         )
         train = TwentyQuestionsDataset(
@@ -653,7 +579,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             client = client.result()
         completer = TinkerMessageCompleter(
             client,
-            make_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
+            get_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
             max_tokens=self.answerer_max_tokens,
             temperature=self.answerer_temperature,
         )

@@ -1,23 +1,16 @@
 """Train a Twenty Questions player: ``python -m envs.twenty_questions.train [key=value ...]``.
 
-With no arguments: the easy setting on the local backend with the embedded SmolLM2-135M
-(offline): 4 candidate words listed in the prompt, 4 turns, the deterministic KB answerer,
-LoRA rank 16 on every linear layer, lr 1e-3 (AdamW, grad clip 1.0), 4 words x 8 games per step
-at temperature 1, 16 tokens per turn, constant-reward groups skipped, 25 steps, bfloat16 compute
-(``local_compute_dtype``: training passes 1.6-2.3x faster than float32 here). Held-out
-evaluation (64 games: 16 held-out words x 4, the same games every time) before training, after
-steps 10 and 20 and at the end.
+With no arguments: the game's default setting (:class:`~envs.twenty_questions.config.TwentyQuestionsConfig`:
+4 candidate words listed in the prompt, 4 turns, a -0.05 cost per question, truncated turns
+played as written; its docstring says why) with the deterministic KB answerer, on the local
+backend with the embedded SmolLM2-135M (offline): LoRA rank 16 on every linear layer, lr 1e-3
+(AdamW, grad clip 1.0), 4 words x 8 games per step at temperature 1, 16 tokens per turn,
+constant-reward groups skipped, 25 steps, bfloat16 compute (``local_compute_dtype``: training
+passes 1.6-2.3x faster than float32 here). Held-out evaluation (64 games: 16 held-out words x 4,
+the same games every time) before training, after steps 10 and 20 and at the end.
 
-Rewards: 1 for the right guess; -0.1 (``format_penalty``) for a turn that is neither a question
-nor a guess; -0.05 (``question_reward``) for a question. Why charge for asking: with 4
-candidates in 4 turns, guessing them in turn always wins, so a question cannot help here, and
-without the cost a run can settle on "ask anything" (a question scores 0, a ramble -0.1, and the
-untrained model asks far more often than it guesses), where wins, and so learning, become rare.
 Learning to ask is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates,
-4 turns, no cost). A turn cut at 16 tokens is played as written (``play_truncated``: its first
-guess or question counts, and it is closed with the end-of-turn token, so the episode still
-trains as one sequence; 16 tokens cut ~90% of the untrained model's turns, often after a correct
-``Guess: <word>``).
+4 turns, no cost).
 
 Measured (2 cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
 - this default, from a fresh clone (``make train``, idle machine): 0 / 0.56 / 0.83 / 0.88 in
@@ -25,7 +18,7 @@ Measured (2 cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
   18.6 min (tests ran beside it for a while); at 20 steps: 0 / 0.72 / 0.83 in 10.9 min;
 - float32, no question cost, 20 steps: 0 / 0.36 / 0.81 in 15.1 min; another draw (bfloat16)
   asked on every turn with no win by step 4 (stopped);
-- plus ``truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min (turns get short, so
+- plus ``env.truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min (turns get short, so
   steps are cheap); with ``lr_scale_by_signal=true`` too: 0 / 0.64 / 0.78 / 0.80 in 11.8 min;
   with ``lr_schedule=linear`` instead: 0 / 0.09 / 0.58 (stopped at step 20): that draw first
   learned short questions (-0.05 beats a cut ramble at -0.15) and found guessing late, with the
@@ -34,9 +27,11 @@ The learned policy enumerates the candidates (``Guess: <word>``). Runs differ al
 fixed (the sampler draws unseeded), so treat a single run's curve as one draw.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
-``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``...), plus the game's keys below
-(``candidates=8``, ``max_questions=6``, ``wrong_guess_reward=-0.2``...). ``--help`` lists them.
-Artifacts go to ``log_path`` (printed at start); rerunning with the same ``log_path`` resumes.
+``backend=tinker``, ``model_name=...``, ``log_path=...``, ``max_steps_off_policy=1``...), every
+field of the game as a nested key (``env.candidates=8``, ``env.max_questions=6``,
+``env.wrong_guess_reward=-0.2``, ``env.prompt=...``), and the data keys below (``batch_size``,
+``group_size``, ``eval_words``, ``eval_group_size``). ``--help`` lists them. Artifacts go to
+``log_path`` (printed at start); rerunning with the same ``log_path`` resumes.
 """
 
 from __future__ import annotations
@@ -46,6 +41,7 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
+from envs.twenty_questions.config import TwentyQuestionsConfig
 
 if TYPE_CHECKING:
     from envs.twenty_questions import TwentyQuestionsDatasetBuilder
@@ -55,9 +51,9 @@ WIN_METRIC = "twenty_questions/win"
 
 @chz.chz
 class TwentyQuestionsTrainConfig(training.Config):
-    """:class:`training.Config` with Twenty Questions defaults and the game's own keys."""
+    """:class:`training.Config` with Twenty Questions loop defaults, the game (``env.*``) and its data keys."""
 
-    # --- loop defaults for this env (the easy, ~15-minute local setting) --------------------
+    # --- loop defaults for this env (the ~15-minute local run) -------------------------------
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 16
     max_steps: int = 25
@@ -66,11 +62,11 @@ class TwentyQuestionsTrainConfig(training.Config):
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
 
-    # --- the game -------------------------------------------------------------------------
-    candidates: int = 4
-    """Candidate words listed in the prompt (0: the player is not told)."""
-    max_questions: int = 4
-    """Player turns per game (questions, guesses and format violations all count)."""
+    # --- the game: rules, rewards, difficulty (its own defaults, nested keys env.<field>) -----
+    env: TwentyQuestionsConfig = chz.field(default_factory=TwentyQuestionsConfig)
+    """The game (``env.candidates=8``, ``env.max_questions=6``...)."""
+
+    # --- data -----------------------------------------------------------------------------
     batch_size: int = 4
     """Secret words (groups) per training step."""
     group_size: int = 8
@@ -79,50 +75,17 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Held-out words per evaluation batch (the first ones of the held-out split)."""
     eval_group_size: int = 4
     """Games per held-out word."""
-    win_reward: float = 1.0
-    """Reward of a right guess."""
-    efficiency_bonus: float = 0.0
-    """Extra reward for winning early (scaled by the turns left)."""
-    wrong_guess_reward: float = 0.0
-    """Reward of a wrong guess."""
-    question_reward: float = -0.05
-    """Reward of a question (see the module docstring: asking cannot help when ``candidates <=
-    max_questions``, and a small cost keeps the policy off the "ask anything" plateau)."""
-    max_guesses: int | None = None
-    """Wrong guesses allowed before the game is lost (None: any number)."""
-    format_penalty: float = 0.1
-    """Subtracted for a turn that is neither one question nor one guess (see the module docstring)."""
-    fault_penalty: float = 0.1
-    """Subtracted for an unparseable turn (which ends the game), and a truncated one unless played."""
-    play_truncated: bool = True
-    """Play a turn cut by ``max_tokens`` as written instead of ending the game (module docstring)."""
-    truncation_penalty: float = 0.0
-    """Subtracted for a played truncated turn (a cost of not finishing the turn; see the module
-    docstring for why the default does not charge it)."""
 
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
-        from envs.twenty_questions import TwentyQuestionsConfig, TwentyQuestionsDatasetBuilder
+        from envs.twenty_questions import TwentyQuestionsDatasetBuilder
 
-        game = TwentyQuestionsConfig(
-            max_questions=self.max_questions,
-            candidates=self.candidates,
-            win_reward=self.win_reward,
-            efficiency_bonus=self.efficiency_bonus,
-            wrong_guess_reward=self.wrong_guess_reward,
-            question_reward=self.question_reward,
-            max_guesses=self.max_guesses,
-            format_penalty=self.format_penalty,
-            fault_penalty=self.fault_penalty,
-            play_truncated=self.play_truncated,
-            truncation_penalty=self.truncation_penalty,
-        )
         return TwentyQuestionsDatasetBuilder(
             batch_size=self.batch_size,
             group_size=self.group_size,
             model_name_for_tokenizer=self.model_name,
             renderer_name=self.renderer_name,
-            env=game,
+            env=self.env,
             seed=self.seed,
             num_batches=max(1, self.max_steps),
             test_group_size=self.eval_group_size,
