@@ -29,9 +29,11 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -183,7 +185,8 @@ def register_tokenizers() -> None:
 
     for name in KNOWN_MODELS:
         if not tokenizer_utils.is_tokenizer_registered(name):
-            tokenizer_utils.register_tokenizer(name, functools.partial(load_tokenizer, name))
+            factory = functools.partial(load_tokenizer, name)
+            tokenizer_utils.register_tokenizer(name, cast("Callable[[], tokenizer_utils.Tokenizer]", factory))
 
 
 def tiny_config() -> Any:

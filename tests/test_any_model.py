@@ -161,7 +161,7 @@ def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None
     assert builder.model_name_for_tokenizer == MODEL  # type: ignore[attr-defined]
     for env in envs:
         assert env.renderer.tokenizer is tokenizer and env.renderer._model_name == MODEL
-    assert len(group.trajectories_G) == 2
+    assert len(group.trajectories_G) == len(envs) >= 2
     for trajectory in group.trajectories_G:
         assert trajectory.transitions and trajectory.transitions[-1].episode_done
         first = trajectory.transitions[0].ob.to_ints()

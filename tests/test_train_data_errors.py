@@ -33,11 +33,17 @@ print(json.dumps(out))
 
 
 def _cases(tmp: Path) -> dict[str, tuple[str, list[str], str]]:
-    (tmp / "no_answer.jsonl").write_text('{"question": "What is 1 + 1?", "answer": "#### 2"}\n{"question": "q2"}\n')
+    (tmp / "no_answer.jsonl").write_text(
+        '{"question": "What is 1 + 1?", "answer": "#### 2"}\n{"question": "q2"}\n'
+    )
     (tmp / "gsm8k_no_final.jsonl").write_text('{"question": "What is 1 + 1?", "answer": "It is two."}\n')
     math = "envs.math.train"
     return {
-        "missing_file": (math, ["source=gsm8k", "path=/nonexistent.jsonl"], "/nonexistent.jsonl: no such file"),
+        "missing_file": (
+            math,
+            ["source=gsm8k", "path=/nonexistent.jsonl"],
+            "/nonexistent.jsonl: no such file",
+        ),
         "malformed_line": (
             math,
             ["source=gsm8k", f"path={FIXTURES / 'math_malformed.jsonl'}"],
@@ -77,7 +83,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {name: {**out[name], "expected": cases[name][2], "log_path": tmp / f"run_{name}"} for name in cases}
+    return {
+        name: {**out[name], "expected": cases[name][2], "log_path": tmp / f"run_{name}"} for name in cases
+    }
 
 
 @pytest.mark.parametrize(
@@ -106,7 +114,8 @@ def test_the_loop_checks_data_before_writing_too(tmp_path: Path):
     from envs.math.train import MathTrainConfig
 
     config = training.parse_config(
-        MathTrainConfig, ["source=gsm8k", f"path={FIXTURES / 'math_malformed.jsonl'}", f"log_path={tmp_path / 'run'}"]
+        MathTrainConfig,
+        ["source=gsm8k", f"path={FIXTURES / 'math_malformed.jsonl'}", f"log_path={tmp_path / 'run'}"],
     )
     with pytest.raises(training.ConfigError, match=r"math_malformed\.jsonl:3: invalid JSON"):
         training.train(config)

@@ -491,9 +491,7 @@ def test_splits_are_fixed_disjoint_and_cover_all_words():
 
 
 def make_dataset(**kwargs) -> TwentyQuestionsDataset:
-    defaults = dict(
-        batch_size=3, group_size=2, answerer=KBAnswerer(), config=classic(candidates=4), seed=7
-    )
+    defaults = dict(batch_size=3, group_size=2, answerer=KBAnswerer(), config=classic(candidates=4), seed=7)
     return TwentyQuestionsDataset(TRAIN_WORDS, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
 
@@ -529,9 +527,7 @@ def test_builder_pickles_and_makes_a_group_on_one_word(renderer):
 
 
 def test_dataset_builder_is_chz_and_builds_train_and_test():
-    builder = TwentyQuestionsDatasetBuilder(
-        batch_size=4, group_size=2, env=classic(candidates=3)
-    )
+    builder = TwentyQuestionsDatasetBuilder(batch_size=4, group_size=2, env=classic(candidates=3))
     assert pickle.loads(pickle.dumps(builder)) == builder
     train, test = asyncio.run(builder())
     assert len(train) == len(TRAIN_WORDS) // 4
