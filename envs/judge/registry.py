@@ -93,22 +93,7 @@ class PrefilledSamplingCompleter(MessageCompleter):
 def _sampling_completer(config: JudgeConfig, model: str, sampling_client: Any) -> MessageCompleter:
     from renderers_ext import get_renderer
 
-    if config.renderer_name is not None:
-        renderer_name = config.renderer_name
-    else:
-        from tinker_cookbook import model_info
-
-        try:
-            renderer_name = model_info.get_recommended_renderer_name(model)
-        except Exception:
-            renderer_name = "qwen3_instruct"
-    try:
-        renderer = get_renderer(renderer_name, model)
-    except Exception:
-        from tinker_cookbook import renderers
-        from tinker_cookbook.tokenizer_utils import get_tokenizer
-
-        renderer = renderers.get_renderer(renderer_name, get_tokenizer(model), model_name=model)
+    renderer = get_renderer(config.renderer_name, model)  # None: the model's recommended renderer
     if config.reply_prefix:
         return PrefilledSamplingCompleter(
             sampling_client,
@@ -134,8 +119,6 @@ def _local_factory(config: JudgeConfig, model: str) -> MessageCompleter:
             _LOCAL_SERVICE = make_service_client("local")
         service = _LOCAL_SERVICE
     sampling_client = service.create_sampling_client(base_model=model).result()
-    if config.renderer_name is None:
-        config = config.replace(renderer_name="qwen3_instruct")
     return _sampling_completer(config, model, sampling_client)
 
 
