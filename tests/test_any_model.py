@@ -102,14 +102,14 @@ def _math(preset: str) -> Callable[[], Any]:
 
 def _judge(kind: str) -> Callable[[], Any]:
     def build() -> Any:
-        from envs.judge import JudgeConfig, JudgeDatasetBuilder, JudgeEnvKind
+        import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
+        from envs.judge import JudgeConfig, JudgeDatasetBuilder, JudgeEnvConfig, JudgeEnvKind
 
         return JudgeDatasetBuilder(
-            kind=JudgeEnvKind(kind),
+            env=JudgeEnvConfig(kind=JudgeEnvKind(kind)),
             judge=JudgeConfig("scripted:score:7"),
             batch_size=1,
             group_size=2,
-            multi_turn=False,
             model_name_for_tokenizer=MODEL,
         )
 
@@ -210,3 +210,77 @@ def test_the_loop_refuses_an_env_whose_tokenizer_is_not_the_policys(
     assert (
         not (tmp_path / "metrics.jsonl").exists() and not (tmp_path / "eval.jsonl").exists()
     )  # nothing sampled
+
+
+def test_recommended_renderer_is_the_cookbooks_else_the_one_matching_the_chat_template(
+    hf_hub_cache: Path,
+) -> None:
+    from backend.model import SMOLLM2
+    from renderers_ext import UnknownRendererError, recommended_renderer_name
+
+    assert recommended_renderer_name("Qwen/Qwen3-4B-Instruct-2507") == "qwen3_instruct"  # model_info
+    assert recommended_renderer_name("meta-llama/Llama-3.1-8B-Instruct") == "llama3"
+    assert recommended_renderer_name(SMOLLM2) == "qwen3_instruct"  # unlisted: its ChatML template
+    assert recommended_renderer_name(MODEL) == "qwen3_instruct"
+    repo = hf_hub_cache / "models--acme-research--No-Template"
+    snapshot = repo / "snapshots" / REVISION
+    snapshot.mkdir(parents=True)
+    for name in ("tokenizer.json", "config.json"):
+        shutil.copy(converted_dir() / name, snapshot / name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(REVISION)
+    with pytest.raises(
+        UnknownRendererError, match=r"no renderer known for model 'acme-research/No-Template'.*renderer_name="
+    ):
+        recommended_renderer_name("acme-research/No-Template")
+
+
+_FRESH_PROCESS = """
+import pickle, sys
+import anyio
+from renderers_ext import TokenizerNotFoundError
+
+builder, renderer_blob = pickle.loads(sys.stdin.buffer.read())
+try:
+    anyio.run(builder.make_envs)
+except TokenizerNotFoundError as exc:
+    print("unregistered:", str(exc).splitlines()[0][:60])
+from backend import register_tokenizers
+
+register_tokenizers()  # what a rollout worker runs first (e.g. its ProcessPoolExecutor initializer)
+env = anyio.run(builder.make_envs)[0]
+ob, _ = anyio.run(env.initial_observation)
+renderer = pickle.loads(renderer_blob)
+print("played:", type(env).__name__, ob.length > 0, type(renderer).__name__)
+"""
+
+
+def test_builders_and_renderers_unpickle_in_a_fresh_process(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from backend.model import SMOLLM2
+    from envs.twenty_questions import KBAnswerer, TwentyQuestionsGroupBuilder
+    from renderers_ext import QWEN3_PRESERVE_THINKING, get_renderer
+
+    builder = TwentyQuestionsGroupBuilder(word="dog", num_envs=1, answerer=KBAnswerer())
+    blob = pickle.dumps((builder, pickle.dumps(get_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2))))
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS],
+        input=blob,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HOME": str(tmp_path),  # an empty cache: SmolLM2 resolves only once registered
+            "HF_HUB_CACHE": str(tmp_path / "hub"),
+            "PYTHONPATH": str(REPO),
+        },
+        capture_output=True,
+        timeout=300,
+    )
+    out = proc.stdout.decode().strip().splitlines()
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert out[0].startswith("unregistered: cannot load the tokenizer of 'HuggingFaceTB/SmolLM2"), out
+    assert out[1] == "played: TwentyQuestionsEnv True _Qwen3PreserveThinkingRenderer", out

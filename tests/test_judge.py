@@ -26,6 +26,7 @@ from envs.judge import (
     JudgeCache,
     JudgeConfig,
     JudgeDatasetBuilder,
+    JudgeEnvConfig,
     JudgeEnvKind,
     JudgeStatus,
     JudgeTask,
@@ -526,9 +527,15 @@ def test_builders_pickle_and_dataset_builds() -> None:
         assert pickle.loads(pickle.dumps(builder)) == builder
     dataset_builder = chz.entrypoint(
         JudgeDatasetBuilder,
-        argv=["kind=pairwise", "judge.completer=scripted:prefers_a", "batch_size=3", "n_test=2", "epochs=2"],
+        argv=[
+            "env.kind=pairwise",
+            "judge.completer=scripted:prefers_a",
+            "batch_size=3",
+            "n_test=2",
+            "epochs=2",
+        ],
     )
-    assert dataset_builder.kind is JudgeEnvKind.PAIRWISE
+    assert dataset_builder.env.kind is JudgeEnvKind.PAIRWISE
     train, test = anyio.run(dataset_builder)
     n_tasks = len(dataset_builder.tasks())
     assert sum(len(train.get_batch(i)) for i in range(len(train))) == 2 * (n_tasks - 2)
@@ -548,7 +555,7 @@ def test_task_errors(tmp_path) -> None:
         JudgeTask.from_dict({"prompt": "p", "turns": 0})
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"prompt": "ok"}\n{oops\n')
-    builder = JudgeDatasetBuilder(tasks_path=str(bad), judge=fast("scripted:score:1"))
+    builder = JudgeDatasetBuilder(env=JudgeEnvConfig(tasks_path=str(bad)), judge=fast("scripted:score:1"))
     with pytest.raises(ValueError, match=r"tasks\.jsonl:2: not valid JSON"):
         anyio.run(builder)
 

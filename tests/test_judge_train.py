@@ -7,7 +7,15 @@ import pytest
 
 import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 import training
-from envs.judge import JudgeEnvKind, PairwiseGroupBuilder, RubricGroupBuilder, TournamentPattern
+from envs.judge import (
+    SMALL_LOCAL_JUDGE,
+    JudgeConfig,
+    JudgeEnvConfig,
+    JudgeEnvKind,
+    PairwiseGroupBuilder,
+    RubricGroupBuilder,
+    TournamentPattern,
+)
 from envs.judge.train import JudgeTrainConfig
 from training._logging import read_rows
 
@@ -15,25 +23,36 @@ from training._logging import read_rows
 def test_defaults_use_the_embedded_model_as_policy_and_judge() -> None:
     config = training.parse_config(JudgeTrainConfig, [])
     assert config.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert config.judge == "local:HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert config.env == JudgeEnvConfig() and config.judge == SMALL_LOCAL_JUDGE()  # no copies
+    assert config.judge.completer == "local:HuggingFaceTB/SmolLM2-135M-Instruct"
     builder = config.dataset_builder()
-    assert builder.kind is JudgeEnvKind.RUBRIC and builder.judge.max_tokens == config.judge_max_tokens
-    assert builder.judge.reply_prefix == "Score: " and builder.judge.samples == 4
+    assert builder.env is config.env and builder.judge is config.judge
+    assert builder.env.kind is JudgeEnvKind.RUBRIC and builder.judge.samples == 4
     train, test = anyio.run(builder)
     assert test is not None and len(test.get_batch(0)) == config.n_test
     group = train.get_batch(0)[0]
     assert isinstance(group, RubricGroupBuilder) and group.task.turns == 1  # multi_turn=False by default
+    assert group.judge.reply_prefix == "Score: " and group.judge.max_tokens == 3  # the verdict's prefix
+
+
+def test_judge_keys_compose_with_the_small_local_judge() -> None:
+    config = training.parse_config(JudgeTrainConfig, ["judge.timeout_s=30", "judge.cache_path=/tmp/v.sqlite"])
+    assert config.judge == SMALL_LOCAL_JUDGE(timeout_s=30.0, cache_path="/tmp/v.sqlite")
+    plain = training.parse_config(
+        JudgeTrainConfig, ["judge=envs.judge.config:JudgeConfig", "judge.completer=openai:judge-model"]
+    )
+    assert plain.judge == JudgeConfig("openai:judge-model")  # a real judge's budget: 256 tokens, greedy
 
 
 def test_pairwise_multi_turn_keys() -> None:
     config = training.parse_config(
         JudgeTrainConfig,
         [
-            "kind=pairwise",
-            "pattern=round_robin",
-            "multi_turn=true",
-            "judge=scripted:prefers_a",
-            "user=scripted:reply:ok",
+            "env.kind=pairwise",
+            "env.pattern=round_robin",
+            "env.multi_turn=true",
+            "judge.completer=scripted:prefers_a",
+            "env.user=scripted:reply:ok",
         ],
     )
     builder = config.dataset_builder()
@@ -44,11 +63,21 @@ def test_pairwise_multi_turn_keys() -> None:
     )
     multi = [g for g in groups if isinstance(g, PairwiseGroupBuilder) and g.task.turns > 1]
     assert multi and all(g.user is not None and g.user.model.completer == "scripted:reply:ok" for g in multi)
-    assert builder.judge.reply_prefix == "Preferred: "
+    assert all(
+        g.user is not None and g.user.model.reply_prefix == "" for g in multi
+    )  # users are not prefilled
+    assert all(g.judge.reply_prefix == "Preferred: " for g in groups)
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"), [(["kind=ranking"], "kind must be"), (["pattern=swiss"], "pattern must be")]
+    ("argv", "message"),
+    [
+        (["env.kind=ranking"], "bad value for env.kind"),
+        (["env.pattern=swiss"], "bad value for env.pattern"),
+        (["env.kind=pairwise", "group_size=1"], "pairwise needs group_size >= 2"),
+        (["judge.samples=0"], "samples must be >= 1"),
+        (["kind=pairwise"], "unknown key 'kind'"),
+    ],
 )
 def test_bad_values_are_one_line_errors(argv: list[str], message: str) -> None:
     with pytest.raises(training.ConfigError, match=message):
@@ -60,7 +89,7 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path) -> None:
         JudgeTrainConfig,
         [
             "model_name=turngym/tiny-random-llama",
-            "judge=scripted:score:6",
+            "judge.completer=scripted:score:6",
             f"log_path={tmp_path}",
             "max_steps=1",
             "eval_every=1",
@@ -78,3 +107,14 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path) -> None:
     evals = read_rows(tmp_path / "eval.jsonl")
     assert [r["step"] for r in evals] == [0, 1]
     assert (tmp_path / "reward_curve.png").is_file() and (tmp_path / "config.json").is_file()
+
+
+def test_bad_task_file_is_one_line_before_the_model(tmp_path, capsys) -> None:
+    from envs.judge.train import main
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"prompt": "Hi"}\n{"prompt": "Hello"\n')
+    assert main([f"env.tasks_path={tasks}", f"log_path={tmp_path / 'run'}"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("envs.judge.train: error: ") and "tasks.jsonl:2: not valid JSON" in line
+    assert not (tmp_path / "run").exists()

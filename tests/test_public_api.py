@@ -113,6 +113,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "JudgeConfig",
         "JudgeDataset",
         "JudgeDatasetBuilder",
+        "JudgeEnvConfig",
         "JudgeEnvKind",
         "JudgeResult",
         "JudgeStats",
@@ -128,6 +129,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "RubricEnv",
         "RubricGrade",
         "RubricGroupBuilder",
+        "SMALL_LOCAL_JUDGE",
         "SimulatedUser",
         "TournamentPattern",
         "TournamentResult",
@@ -395,7 +397,9 @@ def test_no_public_name_means_something_else_in_the_cookbook(package: str) -> No
     ``rollout.RolloutConfig`` and ``rollout.run_rollout(env, policy)``)."""
     module = importlib.import_module(package)
     names = getattr(module, "__all__", None) or [
-        n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", "") == package
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_") and getattr(v, "__module__", "") == package
     ]
     clashes = []
     for cookbook_name in COOKBOOK_MODULES:

@@ -204,15 +204,19 @@ def judge_source(
 ) -> EnvSource:
     """Rubric-judged tasks; the judge is ``completer`` (default a scripted, offline one, from
     the test doubles of ``envs.judge.testing``); ``fields`` are ``envs.judge.JudgeDatasetBuilder``
-    fields."""
-    from envs.judge import JudgeConfig, JudgeDatasetBuilder
+    or ``envs.judge.JudgeEnvConfig`` fields."""
+    import chz
+
+    from envs.judge import JudgeConfig, JudgeDatasetBuilder, JudgeEnvConfig
 
     if completer.startswith("scripted:"):
         import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 
     if split == "test":
         fields.setdefault("n_test", 2)
+    game = {k: fields.pop(k) for k in list(fields) if k in chz.asdict(JudgeEnvConfig())}  # env.* fields
     builder = JudgeDatasetBuilder(
+        env=fields.pop("env", None) or JudgeEnvConfig(**game),
         judge=JudgeConfig(completer=completer),
         batch_size=1,
         group_size=group_size,

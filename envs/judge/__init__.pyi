@@ -7,10 +7,25 @@ from .cache import (
     cache_key as cache_key,
 )
 from .config import (
+    DATA_DIR as DATA_DIR,
+)
+from .config import (
+    SMALL_LOCAL_JUDGE as SMALL_LOCAL_JUDGE,
+)
+from .config import (
     JudgeConfig as JudgeConfig,
 )
-from .env import (
-    DATA_DIR as DATA_DIR,
+from .config import (
+    JudgeEnvConfig as JudgeEnvConfig,
+)
+from .config import (
+    JudgeEnvKind as JudgeEnvKind,
+)
+from .config import (
+    OnTruncation as OnTruncation,
+)
+from .config import (
+    TournamentPattern as TournamentPattern,
 )
 from .env import (
     DEFAULT_FAULTS as DEFAULT_FAULTS,
@@ -25,13 +40,7 @@ from .env import (
     JudgedChatEnv as JudgedChatEnv,
 )
 from .env import (
-    JudgeEnvKind as JudgeEnvKind,
-)
-from .env import (
     JudgeTask as JudgeTask,
-)
-from .env import (
-    OnTruncation as OnTruncation,
 )
 from .env import (
     PairwiseEnv as PairwiseEnv,
@@ -83,9 +92,6 @@ from .judge import (
 )
 from .pairwise import (
     Comparison as Comparison,
-)
-from .pairwise import (
-    TournamentPattern as TournamentPattern,
 )
 from .pairwise import (
     TournamentResult as TournamentResult,

@@ -20,7 +20,6 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -31,35 +30,21 @@ from tinker_cookbook.rl.types import EnvGroupBuilder, Metrics, RLDatasetBuilder,
 from backend.model import SMOLLM2
 from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
 from envs.datasets import GroupDataset
-from envs.judge.config import JudgeConfig
+from envs.judge.config import (
+    SMALL_LOCAL_JUDGE,
+    JudgeConfig,
+    JudgeEnvConfig,
+    JudgeEnvKind,
+    OnTruncation,
+    TournamentPattern,
+)
 from envs.judge.judge import Judge, JudgeResult, get_judge
-from envs.judge.pairwise import TournamentPattern, run_tournament, tournament_pairs
+from envs.judge.pairwise import run_tournament, tournament_pairs
 from envs.judge.rubric import Rubric, grade, load_rubrics
 
-DATA_DIR = Path(__file__).parent / "data"
-"""Shipped prompts (``prompts.jsonl``) and rubrics (``rubrics.json``)."""
 DEFAULT_FAULTS: Mapping[Fault, FaultPolicy] = {Fault.TRUNCATED: FaultPolicy(reward=0.0, end_episode=False)}
 """A truncated answer ends the chat and is judged as it is (the judge sees it was cut); other
 faults end the episode unjudged (reward 0; in a pairwise group the episode forfeits)."""
-
-
-class JudgeEnvKind(StrEnum):
-    """Which reward a judge dataset uses."""
-
-    RUBRIC = "rubric"
-    """Each transcript graded alone against its rubric (reward = normalised score)."""
-    PAIRWISE = "pairwise"
-    """The group's transcripts compared in pairs (reward = win rate)."""
-
-
-class OnTruncation(StrEnum):
-    """What a judged chat does with a turn cut by ``max_tokens`` (under :data:`DEFAULT_FAULTS`)."""
-
-    JUDGE = "judge"
-    """The chat ends there and is judged as it is (keeps the token extension intact)."""
-    CONTINUE = "continue"
-    """The chat goes on (the simulated user answers); the cut turn is closed with the end-of-turn
-    token, so the token history still extends. Useful for small policies that ramble."""
 
 
 @dataclass(frozen=True)
@@ -472,41 +457,55 @@ class JudgeDataset(GroupDataset):
 
 @chz.chz
 class JudgeDatasetBuilder(RLDatasetBuilder):
-    """Judge env datasets from a JSONL task file and a rubric file (defaults: the shipped ones).
+    """Judge env datasets: the game (:class:`JudgeEnvConfig`: tasks, rubrics, reward kind, turns),
+    the judge, and the batch shape.
 
     Tasks are shuffled with ``seed``; the last ``n_test`` form the held-out split. The train split
     repeats for ``epochs`` passes (reshuffled each pass).
     """
 
-    kind: JudgeEnvKind = JudgeEnvKind.RUBRIC
-    tasks_path: str = str(DATA_DIR / "prompts.jsonl")
-    rubrics_path: str = str(DATA_DIR / "rubrics.json")
-    judge: JudgeConfig = JudgeConfig(completer=f"local:{SMOLLM2}")
-    user: UserConfig | None = None
+    env: JudgeEnvConfig = chz.field(default_factory=JudgeEnvConfig)
+    """The game (``env.kind=pairwise``, ``env.multi_turn=true``...)."""
+    judge: JudgeConfig = chz.field(default_factory=SMALL_LOCAL_JUDGE, blueprint_unspecified=SMALL_LOCAL_JUDGE)
+    """Who grades (default :data:`~envs.judge.config.SMALL_LOCAL_JUDGE`); its ``reply_prefix``
+    None becomes the verdict's prefix."""
     batch_size: int = 4
+    """Tasks (groups) per training batch."""
     group_size: int = 4
+    """Answers per task."""
     test_group_size: int = 2
-    model_name_for_tokenizer: str = SMOLLM2
-    renderer_name: str | None = None
-    pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
-    rounds: int = 1
+    """Answers per held-out task (at least 2 when pairwise)."""
     n_test: int = 0
+    """Tasks held out for evaluation."""
     epochs: int = 1
-    multi_turn: bool = True
-    on_truncation: OnTruncation = OnTruncation.JUDGE
+    """Passes over the training tasks."""
+    model_name_for_tokenizer: str = SMOLLM2
+    """The policy's model, for its tokenizer."""
+    renderer_name: str | None = None
+    """The policy's renderer (None: the model's recommended one)."""
     seed: int = 0
+    """Task shuffle seed."""
 
     def tasks(self) -> list[JudgeTask]:
-        """The tasks (multi-turn ones collapsed to one turn when ``multi_turn`` is False)."""
-        tasks = load_tasks(self.tasks_path)
-        if not self.multi_turn:
+        """The tasks (multi-turn ones collapsed to one turn unless ``env.multi_turn``)."""
+        tasks = load_tasks(self.env.tasks_file)
+        if not self.env.multi_turn:
             tasks = [JudgeTask(t.id, t.messages, t.rubric, None, 1) for t in tasks]
         return tasks
 
+    def check_files(self) -> None:
+        """Load the task and rubric files and check every task's rubric exists (a ``ValueError``
+        naming the file and line, or the task, on the first problem)."""
+        rubrics = load_rubrics(self.env.rubrics_file)
+        for task in self.tasks():
+            if task.rubric not in rubrics:
+                raise ValueError(
+                    f"{self.env.tasks_file}: task {task.id!r} names rubric {task.rubric!r}; "
+                    f"known: {', '.join(sorted(rubrics))}"
+                )
+
     def _user(self) -> UserConfig:
-        if self.user is not None:
-            return self.user
-        return UserConfig(model=self.judge.replace(cache=False, temperature=1.0, judge_id=None))
+        return UserConfig(model=self.env.user_for(self.judge))
 
     def make_group(self, task: JudgeTask, rubrics: Mapping[str, Rubric], group_size: int) -> EnvGroupBuilder:
         """The group builder of one task."""
@@ -515,28 +514,29 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
                 f"task {task.id!r} names rubric {task.rubric!r}; known: {', '.join(sorted(rubrics))}"
             )
         user = self._user() if task.turns > 1 else None
-        if self.kind is JudgeEnvKind.PAIRWISE:
+        judge = self.env.judge_for(self.judge)
+        if JudgeEnvKind(self.env.kind) is JudgeEnvKind.PAIRWISE:
             return PairwiseGroupBuilder(
                 task=task,
-                judge=self.judge,
+                judge=judge,
                 group_size=group_size,
-                pattern=self.pattern,
-                rounds=self.rounds,
+                pattern=TournamentPattern(self.env.pattern),
+                rounds=self.env.rounds,
                 rubric=rubrics[task.rubric],
                 model_name_for_tokenizer=self.model_name_for_tokenizer,
                 renderer_name=self.renderer_name,
                 user=user,
-                on_truncation=self.on_truncation,
+                on_truncation=OnTruncation(self.env.on_truncation),
             )
         return RubricGroupBuilder(
             task=task,
             rubric=rubrics[task.rubric],
-            judge=self.judge,
+            judge=judge,
             group_size=group_size,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
             user=user,
-            on_truncation=self.on_truncation,
+            on_truncation=OnTruncation(self.env.on_truncation),
         )
 
     async def __call__(self) -> tuple[JudgeDataset, JudgeDataset | None]:
@@ -544,7 +544,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
             raise ValueError(
                 f"batch_size, group_size and epochs must be >= 1, got {self.batch_size}, {self.group_size}, {self.epochs}"
             )
-        rubrics = load_rubrics(self.rubrics_path)
+        rubrics = load_rubrics(self.env.rubrics_file)
         tasks = self.tasks()
         random.Random(self.seed).shuffle(tasks)
         if not 0 <= self.n_test < len(tasks):
@@ -562,7 +562,9 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
         if not test_tasks:
             return train, None
         test_size = (
-            max(self.test_group_size, 2) if self.kind is JudgeEnvKind.PAIRWISE else self.test_group_size
+            max(self.test_group_size, 2)
+            if JudgeEnvKind(self.env.kind) is JudgeEnvKind.PAIRWISE
+            else self.test_group_size
         )
         test = JudgeDataset([self.make_group(t, rubrics, test_size) for t in test_tasks], len(test_tasks))
         return train, test

@@ -19,11 +19,11 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 import anyio
 from tinker_cookbook.renderers import Message
 
+from envs.judge.config import TournamentPattern
 from envs.judge.judge import Judge, JudgeResult, sum_metrics
 from envs.judge.text import format_transcript, json_objects
 
@@ -41,18 +41,6 @@ _BRACKET_RE = re.compile(r"\[\[\s*(A|B|tie)\s*\]\]", re.IGNORECASE)
 _BARE_RE = re.compile(r"^\s*(?:response\s+)?(A|B|tie)\s*\.?\s*$", re.IGNORECASE)
 
 DEFAULT_COMPARISON_SYSTEM = "You are an impartial judge. You compare two responses to the same conversation."
-
-
-class TournamentPattern(StrEnum):
-    """Which pairs of a group's responses the judge compares (response ``i`` shown as A, ``j`` as B)."""
-
-    ALL_PAIRS = "all_pairs"
-    """Every unordered pair once, lower index as A: G(G-1)/2 comparisons; keeps position bias."""
-    BOTH_ORDERS = "both_orders"
-    """Every pair in both orders: G(G-1) comparisons; a position bias of the judge cancels exactly."""
-    ROUND_ROBIN = "round_robin"
-    """Each response meets its next ``rounds`` neighbours on a ring: G*rounds comparisons, each
-    response shown as A and as B equally often, so position bias cancels at linear cost."""
 
 
 def tournament_pairs(n: int, pattern: TournamentPattern | str, rounds: int = 1) -> list[tuple[int, int]]:

@@ -288,8 +288,8 @@ async def judged_pairs(
             pattern=TournamentPattern(config.pattern),
             rounds=config.rounds,
             rubric=rubrics.get(task.rubric),
+            model_name_for_tokenizer=config.model_name,
             renderer_name=config.renderer_name,
-            model_name=config.model_name,
         )
         envs = list(await builder.make_envs())
         trajectories = [None] * len(envs)
