@@ -236,3 +236,14 @@ def test_model_folder_fixes_for_transformers_4(tmp_path: Path, monkeypatch: pyte
     assert sorted(load_file(str(cut / "model.safetensors"))) == ["model.embed", "model.layers.0.w", "model.layers.1.w"]
     assert json.loads((cut / "config.json").read_text())["num_hidden_layers"] == 2
     assert np.isclose(json.loads((cut / "config.json").read_text())["rope_theta"], 5.0)
+
+
+def test_orchestrator_train_keys_parse() -> None:
+    """The run's keys are keys of the Twenty Questions CLI (game keys nested under ``env.``)."""
+    from envs.twenty_questions.train import TwentyQuestionsTrainConfig
+    from training import parse_config
+
+    orchestrator = _load("tinker_server")
+    config = parse_config(TwentyQuestionsTrainConfig, orchestrator.TRAIN_KEYS)
+    assert config.env.max_questions == 2 and config.env.truncation_penalty == 0.05
+    assert config.batch_size == 2 and config.group_size == 4 and config.eval_every == 0

@@ -58,8 +58,8 @@ BACKEND_CONFIG = {
 TRAIN_KEYS = [
     "batch_size=2",
     "group_size=4",
-    "max_questions=2",
-    "truncation_penalty=0.05",
+    "env.max_questions=2",
+    "env.truncation_penalty=0.05",
     "eval_every=0",
     "progress=false",
 ]
