@@ -37,7 +37,11 @@ def _cases(tmp: Path) -> dict[str, tuple[str, list[str], str]]:
         '{"question": "What is 1 + 1?", "answer": "#### 2"}\n{"question": "q2"}\n'
     )
     (tmp / "gsm8k_no_final.jsonl").write_text('{"question": "What is 1 + 1?", "answer": "It is two."}\n')
+    (tmp / "tasks_malformed.jsonl").write_text('{"prompt": "Hi"}\n{"prompt": "Hello"\n')
+    (tmp / "tasks_unknown_rubric.jsonl").write_text('{"prompt": "Hi", "rubric": "nope"}\n')
+    (tmp / "rubrics_malformed.json").write_text('[{"name": "default", "criteria": [\n')
     math = "envs.math.train"
+    judge = "envs.judge.train"
     return {
         "missing_file": (
             math,
@@ -65,6 +69,22 @@ def _cases(tmp: Path) -> dict[str, tuple[str, list[str], str]]:
             "gsm8k_no_final.jsonl:1: no '#### <answer>' line",
         ),
         "hub_source_offline": (math, ["source=math"], "the Hugging Face hub, which is offline"),
+        "judge_missing_task_file": (judge, ["env.tasks_path=/nonexistent.jsonl"], "task file not found: /nonexistent.jsonl"),
+        "judge_malformed_task_line": (
+            judge,
+            [f"env.tasks_path={tmp / 'tasks_malformed.jsonl'}"],
+            "tasks_malformed.jsonl:2: not valid JSON",
+        ),
+        "judge_task_names_unknown_rubric": (
+            judge,
+            [f"env.tasks_path={tmp / 'tasks_unknown_rubric.jsonl'}"],
+            "names rubric 'nope'",
+        ),
+        "judge_malformed_rubric_file": (
+            judge,
+            [f"env.rubrics_path={tmp / 'rubrics_malformed.json'}"],
+            "rubrics_malformed.json is not valid JSON",
+        ),
     }
 
 
@@ -84,7 +104,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     return {
-        name: {**out[name], "expected": cases[name][2], "log_path": tmp / f"run_{name}"} for name in cases
+        name: {**out[name], "module": cases[name][0], "expected": cases[name][2], "log_path": tmp / f"run_{name}"}
+        for name in cases
     }
 
 
@@ -97,13 +118,17 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "row_without_answer",
         "gsm8k_row_without_final_answer",
         "hub_source_offline",
+        "judge_missing_task_file",
+        "judge_malformed_task_line",
+        "judge_task_names_unknown_rubric",
+        "judge_malformed_rubric_file",
     ],
 )
 def test_bad_data_is_one_line_exit_2_before_the_model_and_writes_nothing(results: dict[str, Any], case: str):
     result = results[case]
     lines = result["stderr"].strip().splitlines()
     assert result["rc"] == 2, result["stderr"]
-    assert len(lines) == 1 and lines[0].startswith("envs.math.train: error: "), lines
+    assert len(lines) == 1 and lines[0].startswith(f"{result['module']}: error: "), lines
     assert result["expected"] in lines[0]
     assert not result["log_path"].exists()
     assert not result["torch"], "the data check must run before torch (and the model) are imported"

@@ -5,8 +5,9 @@
   :func:`get_judge` (one live judge per config), :class:`JudgeCache` (memory + SQLite;
   ``cache.py``), :func:`register_completer` / :func:`make_completer` (specs ``local:``,
   ``tinker:``, ``openai:`` and your own; ``registry.py``).
-- Rubrics as data: :class:`Rubric`, :class:`Criterion`, :class:`GradingMode`, :func:`grade`,
-  :func:`parse_score`, :func:`load_rubrics`.
+- Rubrics and tasks as data: :class:`Rubric`, :class:`Criterion`, :class:`GradingMode`,
+  :func:`parse_score`, :func:`load_rubrics` (``rubric.py``); :class:`JudgeTask`, :func:`load_tasks`,
+  :func:`check_files` (``tasks.py``); grading a transcript: :func:`grade`, :class:`RubricGrade`.
 - Pairwise preference: :class:`TournamentPattern`, :func:`tournament_pairs`, :func:`run_tournament`,
   :func:`win_rates`, :func:`parse_preference`.
 - Envs: :class:`RubricEnv`, :class:`PairwiseEnv` (``ChatEnv`` s, single- or multi-turn with a
@@ -15,8 +16,10 @@
   importing it registers the ``scripted:`` specs.
 
 Modules, each importing only those listed before it: ``config``, ``cache``, ``registry``,
-``judge``, ``text``, ``rubric``, ``pairwise``, ``env`` (``testing`` and ``train`` on top); no
-cycles (checked by the import-linter contracts in ``pyproject.toml``).
+``judge``, ``text``, ``rubric``, ``tasks``, ``pairwise``, ``env`` (``testing`` and ``train`` on
+top); no cycles (checked by the import-linter contracts in ``pyproject.toml``). ``config``,
+``text``, ``rubric`` and ``tasks`` import no tinker at module level, so the train command checks
+its files before anything heavy loads.
 """
 
 import lazy_loader

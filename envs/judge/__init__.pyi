@@ -40,9 +40,6 @@ from .env import (
     JudgedChatEnv as JudgedChatEnv,
 )
 from .env import (
-    JudgeTask as JudgeTask,
-)
-from .env import (
     PairwiseEnv as PairwiseEnv,
 )
 from .env import (
@@ -50,6 +47,9 @@ from .env import (
 )
 from .env import (
     RubricEnv as RubricEnv,
+)
+from .env import (
+    RubricGrade as RubricGrade,
 )
 from .env import (
     RubricGroupBuilder as RubricGroupBuilder,
@@ -61,7 +61,7 @@ from .env import (
     UserConfig as UserConfig,
 )
 from .env import (
-    load_tasks as load_tasks,
+    grade as grade,
 )
 from .env import (
     rubric_criteria_text as rubric_criteria_text,
@@ -130,16 +130,19 @@ from .rubric import (
     Rubric as Rubric,
 )
 from .rubric import (
-    RubricGrade as RubricGrade,
-)
-from .rubric import (
-    grade as grade,
-)
-from .rubric import (
     load_rubrics as load_rubrics,
 )
 from .rubric import (
     parse_score as parse_score,
+)
+from .tasks import (
+    JudgeTask as JudgeTask,
+)
+from .tasks import (
+    check_files as check_files,
+)
+from .tasks import (
+    load_tasks as load_tasks,
 )
 from .text import (
     format_transcript as format_transcript,

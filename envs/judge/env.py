@@ -1,7 +1,7 @@
 """Judge-based environments: rubric-graded and pairwise-preference chats, single- or multi-turn.
 
-- :class:`JudgeTask`: one prompt (messages), the rubric it is graded on, and optionally a
-  simulated-user persona and a number of assistant turns (multi-turn).
+- :func:`grade` and :class:`RubricGrade`: a transcript graded against a
+  :class:`~envs.judge.rubric.Rubric` by a :class:`~envs.judge.judge.Judge` (one call, or one per criterion).
 - :class:`SimulatedUser`: a guarded ``MessageCompleter`` playing the user (persona as system
   prompt, roles swapped); it may end the chat early with its end marker.
 - :class:`RubricEnv`: a :class:`~envs.core.ChatEnv`; after the last turn the judge grades the
@@ -10,19 +10,19 @@
   compares the group's transcripts in a concurrent tournament (reward = win rate).
 - :class:`RubricGroupBuilder`, :class:`PairwiseGroupBuilder`: picklable builders storing judge
   *configs* and renderer *names*; live judges come from :func:`~envs.judge.judge.get_judge`.
-- :class:`JudgeDatasetBuilder`: a chz ``RLDatasetBuilder`` over a JSONL task file and a rubric file.
+- :class:`JudgeDatasetBuilder`: a chz ``RLDatasetBuilder`` over a JSONL task file and a rubric file
+  (:class:`~envs.judge.tasks.JudgeTask` s, ``tasks.py``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import anyio
 import chz
 from tinker_cookbook.renderers import Message, Renderer
 from tinker_cookbook.rl.types import EnvGroupBuilder, Metrics, RLDatasetBuilder, Trajectory
@@ -38,90 +38,14 @@ from envs.judge.config import (
     OnTruncation,
     TournamentPattern,
 )
-from envs.judge.judge import Judge, JudgeResult, get_judge
+from envs.judge.judge import Judge, JudgeResult, JudgeStatus, get_judge, sum_metrics
 from envs.judge.pairwise import run_tournament, tournament_pairs
-from envs.judge.rubric import Rubric, grade, load_rubrics
+from envs.judge.rubric import Criterion, GradingMode, Rubric, load_rubrics
+from envs.judge.tasks import JudgeTask, check_files, load_tasks
 
 DEFAULT_FAULTS: Mapping[Fault, FaultPolicy] = {Fault.TRUNCATED: FaultPolicy(reward=0.0, end_episode=False)}
 """A truncated answer ends the chat and is judged as it is (the judge sees it was cut); other
 faults end the episode unjudged (reward 0; in a pairwise group the episode forfeits)."""
-
-
-@dataclass(frozen=True)
-class JudgeTask:
-    """One prompt of a judge dataset."""
-
-    id: str
-    """Identifier (for logs)."""
-    messages: tuple[Message, ...]
-    """The conversation before the first assistant turn (system and user messages)."""
-    rubric: str = "default"
-    """Name of the rubric it is graded on (in the rubric file)."""
-    persona: str | None = None
-    """Persona of the simulated user (multi-turn tasks)."""
-    turns: int = 1
-    """Assistant turns before the judge grades (> 1 needs a simulated user)."""
-
-    def __post_init__(self) -> None:
-        if not self.messages:
-            raise ValueError(f"judge task {self.id!r} has no messages")
-        if self.turns < 1:
-            raise ValueError(f"judge task {self.id!r}: turns must be >= 1, got {self.turns}")
-        for m in self.messages:
-            if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
-                raise ValueError(
-                    f"judge task {self.id!r}: every message needs 'role' and 'content', got {m!r}"
-                )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, default_id: str = "") -> JudgeTask:
-        """From ``{"id", "prompt" | "messages", "system"?, "rubric"?, "persona"?, "turns"?}``."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a judge task must be a JSON object, got {type(data).__name__}")
-        unknown = set(data) - {"id", "prompt", "messages", "system", "rubric", "persona", "turns"}
-        if unknown:
-            raise ValueError(
-                f"judge task {data.get('id', default_id)!r} has unknown key(s): {', '.join(sorted(unknown))}"
-            )
-        task_id = str(data.get("id", default_id))
-        if ("prompt" in data) == ("messages" in data):
-            raise ValueError(f"judge task {task_id!r} needs exactly one of 'prompt' or 'messages'")
-        messages: list[Message] = []
-        if "system" in data:
-            messages.append({"role": "system", "content": str(data["system"])})
-        if "prompt" in data:
-            messages.append({"role": "user", "content": str(data["prompt"])})
-        else:
-            raw = data["messages"]
-            if not isinstance(raw, list):
-                raise ValueError(f"judge task {task_id!r}: 'messages' must be a list")
-            messages.extend(raw)
-        return cls(
-            id=task_id,
-            messages=tuple(messages),
-            rubric=str(data.get("rubric", "default")),
-            persona=None if data.get("persona") is None else str(data["persona"]),
-            turns=int(data.get("turns", 1)),
-        )
-
-
-def load_tasks(path: str | Path) -> list[JudgeTask]:
-    """Tasks from a JSONL file (one :meth:`JudgeTask.from_dict` object per line; blank lines skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"task file not found: {path}")
-    tasks = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from None
-        tasks.append(JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}"))
-    if not tasks:
-        raise ValueError(f"task file {path} holds no tasks")
-    return tasks
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,6 +106,53 @@ class SimulatedUser:
 
 def _non_empty(text: str) -> float | None:
     return 1.0 if text.strip() else None
+
+
+# --------------------------------------------------------------------------------------------
+# Rubric grading
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RubricGrade:
+    """The outcome of grading one transcript against a rubric."""
+
+    score: float
+    """Normalised score in ``[0, 1]``, or the judge's fallback value when ``ok`` is False."""
+    ok: bool
+    """False when any judge call fell back (the score is then the fallback value)."""
+    results: tuple[JudgeResult, ...]
+    """One judge call (holistic) or one per criterion."""
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Summed judge counters plus ``judge/score`` (only when ``ok``)."""
+        metrics = sum_metrics(self.results)
+        if self.ok:
+            metrics["judge/score"] = self.score
+        return metrics
+
+
+async def grade(judge: Judge, rubric: Rubric, transcript: Sequence[Message]) -> RubricGrade:
+    """Grade ``transcript`` against ``rubric`` with ``judge`` (never raises for judge faults)."""
+    if rubric.mode is GradingMode.HOLISTIC or len(rubric.criteria) == 1:
+        result = await judge.ask(rubric.prompt(transcript), rubric.parse, namespace=rubric.namespace())
+        return RubricGrade(score=result.value, ok=result.ok, results=(result,))
+    results: list[JudgeResult | None] = [None] * len(rubric.criteria)
+
+    async def one(index: int, criterion: Criterion) -> None:
+        results[index] = await judge.ask(
+            rubric.prompt(transcript, criterion),
+            lambda text: rubric.parse(text, criterion),
+            namespace=rubric.namespace(criterion),
+        )
+
+    async with anyio.create_task_group() as tg:
+        for index, criterion in enumerate(rubric.criteria):
+            tg.start_soon(one, index, criterion)
+    done = tuple(r for r in results if r is not None)
+    if any(r.status is JudgeStatus.FALLBACK for r in done):
+        return RubricGrade(score=judge.config.fallback_reward, ok=False, results=done)
+    score = sum(c.weight * r.value for c, r in zip(rubric.criteria, done, strict=True)) / rubric.total_weight
+    return RubricGrade(score=score, ok=True, results=done)
 
 
 # --------------------------------------------------------------------------------------------
@@ -495,14 +466,8 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
 
     def check_files(self) -> None:
         """Load the task and rubric files and check every task's rubric exists (a ``ValueError``
-        naming the file and line, or the task, on the first problem)."""
-        rubrics = load_rubrics(self.env.rubrics_file)
-        for task in self.tasks():
-            if task.rubric not in rubrics:
-                raise ValueError(
-                    f"{self.env.tasks_file}: task {task.id!r} names rubric {task.rubric!r}; "
-                    f"known: {', '.join(sorted(rubrics))}"
-                )
+        naming the file and line, or the task, on the first problem; see :func:`~envs.judge.tasks.check_files`)."""
+        check_files(self.env.tasks_file, self.env.rubrics_file)
 
     def _user(self) -> UserConfig:
         return UserConfig(model=self.env.user_for(self.judge))

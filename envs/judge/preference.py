@@ -42,7 +42,7 @@ from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
 if TYPE_CHECKING:
     import tinker
 
-    from envs.judge.env import JudgeTask
+    from envs.judge.tasks import JudgeTask
 
 __all__ = [
     "HeldOutDPOEvaluator",

@@ -1,8 +1,9 @@
 """Rubrics as data, the judge prompt built from them, and score parsing.
 
 A :class:`Rubric` is a list of weighted :class:`Criterion` s plus a score scale (loaded from JSON,
-see ``envs/judge/data/rubrics.json``). :func:`grade` asks a :class:`~envs.judge.judge.Judge` to
-grade a transcript against it and returns the normalised score in ``[0, 1]``:
+see ``envs/judge/data/rubrics.json``). :func:`~envs.judge.env.grade` asks a
+:class:`~envs.judge.judge.Judge` to grade a transcript against it and returns the normalised score
+in ``[0, 1]``:
 
 - :attr:`GradingMode.HOLISTIC`: one call; the judge sees every criterion and answers either one
   overall score (``Score: 7/10``) or a JSON object of per-criterion scores
@@ -24,13 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-from tinker_cookbook.renderers import Message
-
-from envs.judge.judge import Judge, JudgeResult, JudgeStatus, sum_metrics
 from envs.judge.text import format_transcript, json_objects
+
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Message
 
 _NUM = r"[-+]?\d+(?:\.\d+)?"
 _SCORE_RE = re.compile(
@@ -257,50 +257,6 @@ def parse_score(text: str, scale: float = 10) -> float | None:
     if bare:
         return _fraction(bare.group(1), bare.group(2), scale)
     return None
-
-
-@dataclass(frozen=True)
-class RubricGrade:
-    """The outcome of grading one transcript against a rubric."""
-
-    score: float
-    """Normalised score in ``[0, 1]``, or the judge's fallback value when ``ok`` is False."""
-    ok: bool
-    """False when any judge call fell back (the score is then the fallback value)."""
-    results: tuple[JudgeResult, ...]
-    """One judge call (holistic) or one per criterion."""
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        """Summed judge counters plus ``judge/score`` (only when ``ok``)."""
-        metrics = sum_metrics(self.results)
-        if self.ok:
-            metrics["judge/score"] = self.score
-        return metrics
-
-
-async def grade(judge: Judge, rubric: Rubric, transcript: Sequence[Message]) -> RubricGrade:
-    """Grade ``transcript`` against ``rubric`` with ``judge`` (never raises for judge faults)."""
-    if rubric.mode is GradingMode.HOLISTIC or len(rubric.criteria) == 1:
-        result = await judge.ask(rubric.prompt(transcript), rubric.parse, namespace=rubric.namespace())
-        return RubricGrade(score=result.value, ok=result.ok, results=(result,))
-    results: list[JudgeResult | None] = [None] * len(rubric.criteria)
-
-    async def one(index: int, criterion: Criterion) -> None:
-        results[index] = await judge.ask(
-            rubric.prompt(transcript, criterion),
-            lambda text: rubric.parse(text, criterion),
-            namespace=rubric.namespace(criterion),
-        )
-
-    async with anyio.create_task_group() as tg:
-        for index, criterion in enumerate(rubric.criteria):
-            tg.start_soon(one, index, criterion)
-    done = tuple(r for r in results if r is not None)
-    if any(r.status is JudgeStatus.FALLBACK for r in done):
-        return RubricGrade(score=judge.config.fallback_reward, ok=False, results=done)
-    score = sum(c.weight * r.value for c, r in zip(rubric.criteria, done, strict=True)) / rubric.total_weight
-    return RubricGrade(score=score, ok=True, results=done)
 
 
 def load_rubrics(path: str | Path) -> dict[str, Rubric]:

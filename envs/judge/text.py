@@ -1,12 +1,17 @@
-"""Plain text shared by the rubric and pairwise judges: transcripts and embedded JSON."""
+"""Plain text shared by the rubric and pairwise judges: transcripts and embedded JSON.
+
+Imports no tinker at module level (the cookbook's text helper is imported on first use), so the
+rubric and task files can be checked before anything heavy loads (``envs.judge.tasks``).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tinker_cookbook.renderers import Message, get_text_content
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Message
 
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 """How :func:`format_transcript` names each role."""
@@ -14,6 +19,8 @@ ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "too
 
 def format_transcript(messages: Sequence[Message]) -> str:
     """A conversation as plain text for a judge (``Role: text`` paragraphs)."""
+    from tinker_cookbook.renderers import get_text_content  # tinker + torch: not at import
+
     return "\n\n".join(
         f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {get_text_content(m).strip()}" for m in messages
     )

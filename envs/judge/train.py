@@ -80,7 +80,9 @@ class JudgeTrainConfig(training.Config):
 
     def check_data(self) -> None:
         """The task and rubric files parse and every task's rubric exists (before the model loads)."""
-        self.dataset_builder().check_files()
+        from envs.judge.tasks import check_files  # standard library only: no tinker, no torch
+
+        check_files(self.env.tasks_file, self.env.rubrics_file)
 
     def dataset_builder(self) -> JudgeDatasetBuilder:
         """Train and held-out splits of the judge env."""
