@@ -172,8 +172,9 @@ def load_tokenizer(name: str = SMOLLM2) -> PreTrainedTokenizerBase:
     return _load_tokenizer_cached(str(cache_dir()))
 
 
-def register_tokenizers() -> None:
-    """Register the embedded models' tokenizers with tinker-cookbook's ``tokenizer_utils``. Idempotent.
+def register_tokenizers() -> list[str]:
+    """Register the embedded models' tokenizers with tinker-cookbook's ``tokenizer_utils``; returns
+    the names newly registered (idempotent: ``[]`` when all already were).
 
     Renderers resolve tokenizers by model name through ``tokenizer_utils.get_tokenizer`` (also when
     they are unpickled), which would otherwise look for :data:`SMOLLM2` on the Hugging Face hub.
@@ -183,10 +184,13 @@ def register_tokenizers() -> None:
     """
     from tinker_cookbook import tokenizer_utils
 
+    added = []
     for name in KNOWN_MODELS:
         if not tokenizer_utils.is_tokenizer_registered(name):
             factory = functools.partial(load_tokenizer, name)
             tokenizer_utils.register_tokenizer(name, cast("Callable[[], tokenizer_utils.Tokenizer]", factory))
+            added.append(name)
+    return added
 
 
 def tiny_config() -> Any:

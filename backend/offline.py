@@ -50,9 +50,9 @@ import tinker
 
 from backend.local._service import LocalServiceClient
 from backend.local._surface import TINKER_CLASSES
-from backend.model import KNOWN_MODELS, load_tokenizer
+from backend.model import register_tokenizers
 
-__all__ = ["OFFLINE_ENV", "LocalTinkerServiceClient", "main", "register_local_tokenizers", "use_local_backend"]
+__all__ = ["OFFLINE_ENV", "LocalTinkerServiceClient", "main", "use_local_backend"]
 
 OFFLINE_ENV: Mapping[str, str] = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 """Environment set while :func:`use_local_backend` is active."""
@@ -98,17 +98,12 @@ def _modules_binding(obj: object) -> list[ModuleType]:
     return out
 
 
-def register_local_tokenizers() -> list[str]:
-    """Register the local models' tokenizers with ``tinker_cookbook.tokenizer_utils`` (so the
-    cookbook's ``get_tokenizer`` never reaches the hub); returns the names newly registered."""
+def _unregister(names: list[str]) -> None:
     from tinker_cookbook import tokenizer_utils
 
-    added = []
-    for name in KNOWN_MODELS:
-        if not tokenizer_utils.is_tokenizer_registered(name):
-            tokenizer_utils.register_tokenizer(name, lambda name=name: cast(Any, load_tokenizer(name)))
-            added.append(name)
-    return added
+    with _lock:
+        for name in names:
+            tokenizer_utils.unregister_tokenizer(name)
 
 
 @contextlib.contextmanager
@@ -139,7 +134,15 @@ def use_local_backend(
         "max_batch_size": max_batch_size,
         "lora_alpha": lora_alpha,
     }
-    LocalServiceClient(root, **options)  # validate the options before touching anything
+    # The embedded tokenizers, registered first (a LocalServiceClient registers them too) so that the
+    # block unregisters exactly those it added; then the options are validated before anything else.
+    with _lock:
+        added = register_tokenizers()
+    try:
+        LocalServiceClient(root, **options)
+    except BaseException:
+        _unregister(added)
+        raise
     stand_in = cast(
         type[LocalTinkerServiceClient],
         type("ServiceClient", (LocalTinkerServiceClient,), {"_root": root, "_options": options}),
@@ -155,15 +158,11 @@ def use_local_backend(
             module.__dict__["ServiceClient"] = stand_in
         saved_env = {k: os.environ.get(k) for k in OFFLINE_ENV}
         os.environ.update(OFFLINE_ENV)
-        added = register_local_tokenizers()
     try:
         yield stand_in
     finally:
+        _unregister(added)
         with _lock:
-            from tinker_cookbook import tokenizer_utils
-
-            for name in added:
-                tokenizer_utils.unregister_tokenizer(name)
             for key, value in saved_env.items():
                 if value is None:
                     os.environ.pop(key, None)

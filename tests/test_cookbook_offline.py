@@ -67,9 +67,9 @@ def test_block_replaces_and_restores_everything() -> None:
             if v is not None:
                 os.environ[k] = v
         if registered_before:
-            from backend.offline import register_local_tokenizers
+            from backend.model import register_tokenizers
 
-            register_local_tokenizers()
+            register_tokenizers()
 
 
 def test_stand_in_takes_tinker_arguments_and_bad_options_fail_before_patching(tmp_path: Path) -> None:

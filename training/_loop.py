@@ -112,9 +112,7 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
     if resolve_backend(config.backend) == "local":
         from transformers.utils import logging as hf_logging
 
-        from backend.offline import register_local_tokenizers
-
-        register_local_tokenizers()  # the cookbook's evaluators look tokenizers up by model name
+        register_tokenizers()  # the cookbook's evaluators look tokenizers up by model name
 
         hf_logging.disable_progress_bar()  # "Loading weights" bars of every sampler snapshot
         return make_service_client(

@@ -6,8 +6,9 @@
   ``cache.py``), :func:`register_completer` / :func:`make_completer` (specs ``local:``,
   ``tinker:``, ``openai:`` and your own; ``registry.py``).
 - Rubrics and tasks as data: :class:`Rubric`, :class:`Criterion`, :class:`GradingMode`,
-  :func:`parse_score`, :func:`load_rubrics` (``rubric.py``); :class:`JudgeTask`, :func:`load_tasks`,
-  :func:`check_files` (``tasks.py``); grading a transcript: :func:`grade`, :class:`RubricGrade`.
+  :func:`parse_score`, :func:`load_rubrics` (``rubric.py``); :class:`JudgeTask`, :func:`load_tasks`
+  (``tasks.py``, whose ``check_files`` the train command runs first); grading a transcript:
+  :func:`grade`, :class:`RubricGrade`.
 - Pairwise preference: :class:`TournamentPattern`, :func:`tournament_pairs`, :func:`run_tournament`,
   :func:`win_rates`, :func:`parse_preference`.
 - Envs: :class:`RubricEnv`, :class:`PairwiseEnv` (``ChatEnv`` s, single- or multi-turn with a

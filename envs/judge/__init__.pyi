@@ -139,9 +139,6 @@ from .tasks import (
     JudgeTask as JudgeTask,
 )
 from .tasks import (
-    check_files as check_files,
-)
-from .tasks import (
     load_tasks as load_tasks,
 )
 from .text import (

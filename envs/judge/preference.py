@@ -494,14 +494,15 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
 
     import tinker
 
-    from backend.offline import register_local_tokenizers, use_local_backend
+    from backend.model import register_tokenizers
+    from backend.offline import use_local_backend
     from renderers_ext import get_renderer
 
     out = Path(config.log_path).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     local = config.backend == "local"
-    register_local_tokenizers()
+    register_tokenizers()
     block = (
         use_local_backend(out / "checkpoints", compute_dtype=config.compute_dtype)
         if local
