@@ -33,7 +33,7 @@ def make_service_client(
     - ``"tinker"``: a real ``tinker.ServiceClient(**kwargs)``, untouched.
     - ``"local"``: :class:`~backend.LocalServiceClient` (``root`` and ``kwargs`` are passed on:
       ``max_batch_size``, ``prefix_cache_tokens``, ``max_tokens_per_pass``, ``lora_alpha``,
-      ``compute_dtype``).
+      ``compute_dtype``, ``seed``).
     - ``"auto"``: Tinker when ``TINKER_API_KEY`` is set, otherwise local.
     """
     if resolve_backend(backend) == "tinker":

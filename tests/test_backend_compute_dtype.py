@@ -1,20 +1,29 @@
-"""The local backend's bfloat16 compute option (TINY model): what changes and what must not."""
+"""The local backend's compute dtype (TINY model): bfloat16 (what changes and what must not) and
+``auto`` (the per-machine probe, its cache and its log line)."""
 
 from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
 
 import pytest
 import torch
 from backend_fixtures import TINY, ce_datum, encode, make_service, prompt
 from tinker import types
 
+import training
 from backend import LocalServiceClient
+from backend.local import _dtype
 from backend.local._weights import pristine_base
 
 SEQ = "The quick brown fox jumps over the lazy dog, again and again."
 
 
 def test_unknown_compute_dtype_is_one_clear_error(tmp_path) -> None:
-    with pytest.raises(ValueError, match="compute_dtype must be one of float32, bfloat16, got 'float16'"):
+    with pytest.raises(
+        ValueError, match="compute_dtype must be one of auto, float32, bfloat16, got 'float16'"
+    ):
         LocalServiceClient(tmp_path, compute_dtype="float16")
 
 
@@ -59,3 +68,66 @@ def test_float32_is_the_default(tmp_path) -> None:
     trainer = service.create_lora_training_client(TINY, rank=4, seed=0).result()
     sampler = trainer.save_weights_and_get_sampling_client().result()
     assert next(sampler._engine.model.parameters()).dtype == torch.float32
+
+
+# ---------------------------------------------------------------------------------- auto
+def _fake_probe(monkeypatch: pytest.MonkeyPatch, speedup: float) -> list[int]:
+    calls: list[int] = []
+
+    def probe(repeats: int = 3) -> float:
+        calls.append(repeats)
+        return speedup
+
+    monkeypatch.setattr(_dtype, "probe_bfloat16_speedup", probe)
+    return calls
+
+
+@pytest.mark.parametrize(("speedup", "expected"), [(1.6, "bfloat16"), (1.05, "float32"), (0.4, "float32")])
+def test_auto_picks_by_the_probe_and_caches_it_per_machine(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    speedup: float,
+    expected: str,
+) -> None:
+    calls = _fake_probe(monkeypatch, speedup)
+    path = tmp_path / "compute_dtype.json"
+    with caplog.at_level(logging.INFO, logger="backend.local._dtype"):
+        assert _dtype.resolve_compute_dtype("auto", path=path) == expected
+        assert _dtype.resolve_compute_dtype("auto", path=path) == expected
+    assert len(calls) == 1  # the second call read the cache
+    assert f"auto -> {expected}" in caplog.text and "cached in" in caplog.text
+    (entry,) = json.loads(path.read_text()).values()
+    assert entry["dtype"] == expected and entry["cpu"] == _dtype.machine_fingerprint()["cpu"]
+    # another machine (here: another thread count) probes again
+    monkeypatch.setattr(_dtype, "machine_fingerprint", lambda: {"cpu": "other", "threads": "64"})
+    _dtype.resolve_compute_dtype("auto", path=path)
+    assert len(calls) == 2 and len(json.loads(path.read_text())) == 2
+
+
+def test_auto_reprobes_over_a_corrupt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_probe(monkeypatch, 2.0)
+    path = tmp_path / "compute_dtype.json"
+    path.write_text("{not json")
+    assert _dtype.resolve_compute_dtype("auto", path=path) == "bfloat16"
+    assert len(calls) == 1 and json.loads(path.read_text())
+
+
+def test_service_resolves_auto_to_a_concrete_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_probe(monkeypatch, 0.5)
+    monkeypatch.setattr(_dtype, "cache_file", lambda: tmp_path / "compute_dtype.json")
+    service = make_service(tmp_path, compute_dtype="auto")
+    assert service.compute_dtype == "float32"
+    assert service.create_lora_training_client(TINY, rank=4, seed=0).result().core.compute_dtype == "float32"
+
+
+def test_the_real_probe_measures_both_dtypes() -> None:
+    speedup = _dtype.probe_bfloat16_speedup(repeats=1)
+    assert 0.01 < speedup < 100
+
+
+def test_training_configs_default_to_auto() -> None:
+    from envs.twenty_questions.train import TwentyQuestionsTrainConfig
+
+    assert training.Config().local_compute_dtype == "auto"
+    assert TwentyQuestionsTrainConfig().local_compute_dtype == "auto"

@@ -25,7 +25,8 @@ BackendName = Literal["auto", "local", "tinker"]
 is set, else local."""
 LRSchedule = Literal["constant", "linear"]
 """``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
-ComputeDtype = Literal["float32", "bfloat16"]
+ComputeDtype = Literal["auto", "float32", "bfloat16"]
+"""Local compute dtype; ``auto`` lets a quick probe of the machine pick (cached per machine)."""
 EvaluatorBuilder = Callable[[], Any]
 """The cookbook's ``EvaluatorBuilder``: a callable returning a ``SamplingClientEvaluator`` or a
 ``TrainingClientEvaluator`` (``tinker_cookbook.eval.evaluators``), e.g. an
@@ -72,14 +73,17 @@ class Config:
     ``tokens x vocabulary x 12`` bytes plus activations: ~1.5 GB at 1024 for SmolLM2)."""
     local_prefix_cache_tokens: int = 8192
     """Local backend: KV-cache tokens kept for prompt-prefix reuse per sampler."""
-    local_compute_dtype: ComputeDtype = "float32"
+    local_compute_dtype: ComputeDtype = "auto"
     """Local backend: ``bfloat16`` samples with bfloat16 weights and trains under bfloat16
-    autocast (LoRA weights and Adam stay float32): 1.6-2.3x faster training and prefill on CPUs with
-    native bfloat16, at the price of ~1e-2 sampler-vs-trainer logprob gaps (``optim/kl_*``)."""
+    autocast (LoRA weights and Adam stay float32): 1.6-2.3x faster on CPUs with AMX, slower on
+    others, at the price of ~1e-2 sampler-vs-trainer logprob gaps (``optim/kl_*``); ``float32``
+    keeps them at ~1e-5; ``auto`` (default) picks whichever a quick probe finds faster on this
+    machine (cached per machine, logged in ``train.log``)."""
     lora_rank: int = 16
     """LoRA rank of the trained adapter."""
     seed: int = 0
-    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs and the data order."""
+    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs, the data order and (local
+    backend) the sampler: the same seed gives the same sampled tokens and metrics on one machine."""
     load_checkpoint_path: str | None = None
     """Start from these weights (fresh optimizer), e.g. an SFT warm start; ignored on resume."""
 

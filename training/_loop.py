@@ -121,6 +121,7 @@ def _make_service_client(config: Config, log_path: Path) -> Any:
             max_tokens_per_pass=config.local_tokens_per_pass,
             prefix_cache_tokens=config.local_prefix_cache_tokens,
             compute_dtype=config.local_compute_dtype,
+            seed=config.seed,
         )
     kwargs = {"base_url": config.base_url} if config.base_url else {}
     return make_service_client("tinker", **kwargs)

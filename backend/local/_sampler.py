@@ -2,28 +2,39 @@
 
 How a request flows:
 
-1. ``submit`` validates it and puts it on a queue; the worker thread starts on demand and exits
-   after a short idle period (so engines of dropped sampling clients can be garbage-collected).
-2. The worker admits new requests between decode steps: it prefills the prompt (batch 1, reusing
-   the longest cached KV prefix from a small LRU), samples the first token, repeats the KV for
-   ``num_samples`` rows and merges the rows into the running batch by left-padding the KV
-   tensors to a common length (attention mask zeros over the padding, explicit position ids).
+1. ``submit_sample`` validates it, fixes its seed (see below) and puts it on a queue; the worker
+   thread starts on demand and exits after a short idle period (so engines of dropped sampling
+   clients can be garbage-collected).
+2. Between decode steps the worker admits every waiting request that fits the batch and
+   prefills them **together**: each request takes the longest KV prefix it finds in a small LRU
+   (the previous turn of a conversation, a prompt shared by a group), identical prompts are
+   prefilled once, and a prompt that shares a long prefix with another one admitted at the same
+   time waits one pass to reuse it; the remaining new tokens of all requests run as one packed
+   forward pass (:class:`~._decoder.SlotDecoder`). Each sample of a request gets its own slot of
+   the KV cache.
 3. Each decode step feeds every live row's last token at once; each row samples with its own
-   temperature / top-k / top-p / seeded generator and finishes on a stop id, a stop string, or
-   ``max_tokens``. Finished rows leave the batch and their KV (prompt + completion) goes into the
-   prefix LRU, so the next turn of a conversation only prefills the new suffix.
+   temperature / top-k / top-p and seeded generator and finishes on a stop id, a stop string, or
+   ``max_tokens``. Finished rows leave the batch and their KV (prompt + completion) goes into
+   the prefix LRU, so the next turn of a conversation only prefills the new suffix.
 4. Rows of a request whose future was cancelled are dropped at the next step.
 
 Returned logprobs are those of the model's untempered distribution (``log_softmax`` of the raw
 logits), i.e. the same quantity ``forward`` / ``compute_logprobs`` return for those tokens.
+
+Reproducibility: the decoder is batch-invariant (a sequence's numbers never depend on what else
+is in the batch or on prefix reuse), and every sample draws from its own generator. Its seed is
+``SamplingParams.seed`` when given (as on Tinker); otherwise it is derived from the engine's seed,
+the prompt, and how many earlier requests of this engine had the same prompt. So an engine
+created with a seed gives the same tokens for the same requests, however they were batched.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import queue
-import random
+import secrets
 import threading
 import time
 import uuid
@@ -37,6 +48,7 @@ import numpy as np
 import torch
 from tinker import types
 
+from ._decoder import PrefillRow, SlotCache, SlotDecoder, key_span
 from ._errors import PromptTooLongError
 from ._futures import safe_set_exception, safe_set_result
 
@@ -44,6 +56,16 @@ logger = logging.getLogger(__name__)
 
 _live_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 _shutting_down = threading.Event()
+
+PREFILL_TOKENS = 2048
+"""Most new tokens one prefill pass runs (a longer prompt runs alone)."""
+SHARED_PREFIX_WAIT = 16
+"""A prompt sharing at least this many more tokens with another one admitted at the same time
+than it finds in the prefix LRU waits one pass, then reuses that prompt's KV."""
+GATHER_QUIET_S = 0.01
+GATHER_MAX_S = 0.1
+"""An idle worker woken by a request keeps taking requests until none came for
+``GATHER_QUIET_S`` (at most ``GATHER_MAX_S``), so a burst is prefilled in one pass."""
 
 
 @atexit.register
@@ -54,8 +76,10 @@ def _stop_workers() -> None:
         thread.join(timeout=5.0)
 
 
-KV = list[tuple[torch.Tensor, torch.Tensor]]
-"""Per-layer (keys, values), each ``[batch, kv_heads, seq, head_dim]``."""
+def mix_seed(*parts: object) -> int:
+    """A 63-bit seed that depends on every part (stable across processes and machines)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 @dataclass
@@ -65,13 +89,21 @@ class SamplerStats:
     prefilled_tokens: int = 0
     """Prompt tokens run through the model during prefill."""
     reused_tokens: int = 0
-    """Prompt tokens whose KV came from the prefix cache instead of a prefill."""
+    """Prompt tokens whose KV came from the prefix cache (or an identical prompt) instead of a prefill."""
     generated_tokens: int = 0
     """Tokens sampled."""
     decode_steps: int = 0
     """Batched decode forward passes."""
     decode_rows: int = 0
     """Sum of the batch sizes of all decode steps (``decode_rows / decode_steps`` = mean batch)."""
+    prefill_passes: int = 0
+    """Batched prefill forward passes."""
+    prefill_s: float = 0.0
+    """Wall-clock seconds spent in prefill passes."""
+    decode_s: float = 0.0
+    """Wall-clock seconds spent in decode steps (forward and sampling)."""
+    settle_s: float = 0.0
+    """Wall-clock seconds spent handing finished rows back (prefix-cache copies, slot moves)."""
     requests: int = 0
     """Sample / logprob requests served."""
 
@@ -91,6 +123,7 @@ class _Request:
     stop_strs: tuple[str, ...]
     include_prompt_logprobs: bool
     future: Future[Any]
+    seed: int = 0
     kind: str = "sample"  # or "logprobs"
     results: dict[int, types.SampledSequence] = field(default_factory=dict)
     prompt_logprobs: list[float | None] | None = None
@@ -100,23 +133,26 @@ class _Request:
 class _Row:
     request: _Request
     index: int
-    generator: torch.Generator | None
-    pos: int  # real tokens whose KV is in the batch cache
+    generator: torch.Generator
+    pos: int  # tokens whose KV is in the row's cache slot
     generated: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish: str | None = None
 
 
 class _PrefixCache:
-    """LRU of KV caches keyed by the token sequences they encode, bounded by total tokens."""
+    """LRU of KV blocks keyed by the token sequences they encode, bounded by total tokens.
+
+    A block is ``[layers, 2, kv_heads, tokens, head_dim]`` (see :class:`~._decoder.SlotCache`).
+    """
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
-        self._entries: OrderedDict[int, tuple[np.ndarray, KV]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[np.ndarray, torch.Tensor]] = OrderedDict()
         self._tokens = 0
         self._next_key = 0
 
-    def lookup(self, prompt: np.ndarray) -> tuple[int, KV | None]:
+    def lookup(self, prompt: np.ndarray) -> tuple[int, torch.Tensor | None]:
         """Longest common prefix (at most ``len(prompt) - 1`` tokens) with any cached sequence."""
         best, best_key = 0, None
         limit = len(prompt) - 1
@@ -124,17 +160,15 @@ class _PrefixCache:
             n = min(len(tokens), limit)
             if n <= best:
                 continue
-            diff = np.flatnonzero(tokens[:n] != prompt[:n])
-            lcp = int(diff[0]) if diff.size else n
+            lcp = common_prefix(tokens[:n], prompt[:n])
             if lcp > best:
                 best, best_key = lcp, key
         if best_key is None or best == 0:
             return 0, None
         self._entries.move_to_end(best_key)
-        kv = self._entries[best_key][1]
-        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in kv]
+        return best, self._entries[best_key][1][:, :, :, :best]
 
-    def add(self, tokens: list[int], kv: KV) -> None:
+    def add(self, tokens: list[int], kv: torch.Tensor) -> None:
         if self.max_tokens <= 0 or not tokens or len(tokens) > self.max_tokens:
             return
         arr = np.asarray(tokens, dtype=np.int64)
@@ -161,6 +195,13 @@ class _PrefixCache:
         return len(self._entries)
 
 
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two token arrays."""
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
 def normalize_stop(
     stop: str | list[str] | list[int] | Any | None, eos_id: int | None
 ) -> tuple[frozenset[int], tuple[str, ...]]:
@@ -178,16 +219,29 @@ def normalize_stop(
     return ids, strs
 
 
+@dataclass
+class _Planned:
+    """A request admitted in this round: the slot of its first sample and how it gets its prompt KV."""
+
+    request: _Request
+    slot: int
+    reused: int = 0
+    cached: torch.Tensor | None = None  # KV of the reused prefix, from the LRU
+    leader: _Planned | None = None  # an identical prompt prefilled in the same pass
+    array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
 class SamplerEngine:
     """A causal LM served from a worker thread with continuous batching and KV prefix reuse.
 
     Args:
-        model: a ``transformers`` causal LM (put in eval mode; never trained here).
+        model: a Llama-family ``transformers`` causal LM (put in eval mode; never trained here).
         tokenizer: its tokenizer (used to detect stop strings).
         base_model: name reported by ``get_base_model``.
         max_batch_size: most rows decoded together; further requests wait for a free slot.
         prefix_cache_tokens: total tokens of KV kept in the prefix LRU (0 disables reuse).
         idle_exit_s: the worker thread exits after this long without work.
+        seed: seed of the requests that carry none (``None``: a random one).
     """
 
     def __init__(
@@ -199,15 +253,17 @@ class SamplerEngine:
         max_batch_size: int = 64,
         prefix_cache_tokens: int = 32768,
         idle_exit_s: float = 2.0,
+        seed: int | None = None,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.base_model = base_model
         self.max_batch_size = max_batch_size
-        self.context_length = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.decoder = SlotDecoder(self.model)
+        self.context_length = self.decoder.context_length
         eos = getattr(model.config, "eos_token_id", None)
         self.eos_id: int | None = eos[0] if isinstance(eos, list) else eos
-        self.pad_id = int(getattr(model.config, "pad_token_id", None) or 0)
+        self.seed = seed if seed is not None else secrets.randbits(63)
         self.stats = SamplerStats()
         self._prefix = _PrefixCache(prefix_cache_tokens)
         self._idle_exit_s = idle_exit_s
@@ -216,11 +272,10 @@ class SamplerEngine:
         self._lock = threading.Lock()
         self._running = False
         self._idle_since = time.monotonic()
-        self._rng = random.Random()
-        # Running batch.
+        self._prompt_counts: dict[bytes, int] = {}
+        # Running batch: row i lives in slot i of the cache.
         self._rows: list[_Row] = []
-        self._kv: KV | None = None
-        self._mask: torch.Tensor | None = None  # [B, T] 1 = real token
+        self._cache: SlotCache = self.decoder.new_cache()
 
     # ----------------------------------------------------------------- submission
     def submit_sample(
@@ -255,8 +310,17 @@ class SamplerEngine:
             include_prompt_logprobs=include_prompt_logprobs,
             future=fut,
         )
+        req.seed = params.seed if params.seed is not None else self._derived_seed(req.prompt)
         self._enqueue(req)
         return fut
+
+    def _derived_seed(self, prompt: list[int]) -> int:
+        """Seed of a request without one: engine seed x prompt x earlier requests of that prompt."""
+        key = hashlib.blake2b(np.asarray(prompt, dtype=np.int64).tobytes(), digest_size=16).digest()
+        with self._lock:
+            count = self._prompt_counts.get(key, 0)
+            self._prompt_counts[key] = count + 1
+        return mix_seed(self.seed, key, count)
 
     def submit_logprobs(self, prompt: list[int]) -> Future[list[float | None]]:
         """Queue a prompt-logprob computation (``[None, lp(t1 | t0), lp(t2 | t0 t1), ...]``)."""
@@ -284,7 +348,7 @@ class SamplerEngine:
                 f"prompt of {len(prompt)} tokens does not fit the context window of "
                 f"{self.base_model} ({self.context_length} tokens)"
             )
-        vocab = int(self.model.config.vocab_size)
+        vocab = self.decoder.vocab_size
         bad = [t for t in prompt if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt has token ids outside the vocabulary (size {vocab}): {bad[:5]}")
@@ -327,182 +391,202 @@ class SamplerEngine:
                     if not self._take_new_requests():
                         return
                     self._drop_cancelled()
-                    if self._rows:
-                        try:
+                    try:
+                        self._admit()
+                        if self._rows:
                             self._decode_step()
-                        except Exception as exc:  # fail the batch, keep the engine alive
-                            logger.exception("decode step failed")
-                            self._fail_batch(exc)
+                    except Exception as exc:  # fail the batch, keep the engine alive
+                        logger.exception("sampling step failed")
+                        self._fail_batch(exc)
         except BaseException:
+            self._cache.release()
             with self._lock:
                 self._running = False
             raise
+        self._cache.release()
         with self._lock:
             self._running = False
         for r in self._rows:
             safe_set_exception(r.request.future, RuntimeError("interpreter shutting down"))
 
     def _take_new_requests(self) -> bool:
-        """Admit queued requests; returns False when the worker should exit (idle)."""
-        new: list[_Request] = []
+        """Move queued requests to the waiting list; returns False when the worker should exit (idle)."""
         if not self._rows and not self._waiting:
             try:
-                new.append(self._queue.get(timeout=min(self._idle_exit_s, 0.25)))
+                self._waiting.append(self._queue.get(timeout=min(self._idle_exit_s, 0.25)))
             except queue.Empty:
                 if time.monotonic() - self._idle_since < self._idle_exit_s and not _shutting_down.is_set():
                     return True
                 with self._lock:
                     if self._queue.empty():
+                        self._cache.release()  # before another worker can start
                         self._running = False
                         return False
                 return True
+            # Woken from idle: requests tend to come in bursts (every conversation's next turn
+            # after a batch ends together); take the whole burst into one prefill pass.
+            deadline = time.monotonic() + GATHER_MAX_S
+            while time.monotonic() < deadline:
+                try:
+                    self._waiting.append(self._queue.get(timeout=GATHER_QUIET_S))
+                except queue.Empty:
+                    break
         while True:
             try:
-                new.append(self._queue.get_nowait())
+                self._waiting.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self._waiting.extend(new)
-        still_waiting: list[_Request] = []
-        for req in self._waiting:
-            if req.future.cancelled():
-                continue
-            if (
-                req.kind == "sample"
-                and self._rows
-                and len(self._rows) + req.num_samples > self.max_batch_size
-            ):
-                still_waiting.append(req)
-                continue
-            try:
-                self._admit(req)
-            except Exception as exc:
-                logger.exception("request failed")
-                safe_set_exception(req.future, exc)
-        self._waiting = still_waiting
         self._idle_since = time.monotonic()
         return True
 
-    def _forward(self, input_ids: torch.Tensor, kv: KV | None, **kwargs: Any) -> tuple[torch.Tensor, KV]:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(ddp_cache_data=kv) if kv else DynamicCache()
-        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, **kwargs)
-        new_kv: KV = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        return out.logits, new_kv
-
-    def _admit(self, req: _Request) -> None:
-        self.stats.requests += 1
-        prompt = req.prompt
-        if req.include_prompt_logprobs:
-            logits = self.model(input_ids=torch.tensor([prompt])).logits[0, :-1].float()
-            lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(prompt[1:])[:, None])[:, 0]
-            req.prompt_logprobs = [None, *lp.tolist()]
-            self.stats.prefilled_tokens += len(prompt)
+    def _admit(self) -> None:
+        """Admit the waiting requests that fit (in order) and prefill them together."""
+        admitted: list[_Request] = []
+        still_waiting: list[_Request] = []
+        rows = len(self._rows)
+        for req in self._waiting:
+            if req.future.cancelled():
+                continue
             if req.kind == "logprobs":
-                safe_set_result(req.future, req.prompt_logprobs)
-                return
-        with self._lock:
-            reused, past = self._prefix.lookup(np.asarray(prompt, dtype=np.int64))
-        suffix = prompt[reused:]
-        positions = torch.arange(reused, len(prompt))[None, :]
-        logits, kv = self._forward(torch.tensor([suffix]), past, position_ids=positions)
-        self.stats.prefilled_tokens += len(suffix)
-        self.stats.reused_tokens += reused
-        self._remember(prompt, kv)
-        last = logits[:, -1].float()
-        n = req.num_samples
-        rows = [
-            _Row(request=req, index=i, generator=self._make_generator(req.params.seed, i), pos=len(prompt))
-            for i in range(n)
-        ]
-        self._sample_rows(rows, last.expand(n, -1))
-        live = [r for r in rows if r.finish is None]
-        for r in rows:
-            if r.finish is not None:
-                self._finish(r, [(k[0:1], v[0:1]) for k, v in kv])
-        if not live:
-            return
-        kv_live = [(k.expand(len(live), -1, -1, -1), v.expand(len(live), -1, -1, -1)) for k, v in kv]
-        self._merge(live, kv_live)
+                self._serve_logprobs(req)
+                continue
+            if still_waiting or (rows > 0 and rows + req.num_samples > self.max_batch_size):
+                still_waiting.append(req)  # first come, first served
+                continue
+            admitted.append(req)
+            rows += req.num_samples
+        self._waiting = still_waiting
+        pending = admitted
+        while pending:
+            pending = self._prefill_wave(pending)
 
-    def _make_generator(self, seed: int | None, index: int) -> torch.Generator:
-        gen = torch.Generator()
-        gen.manual_seed((seed * 1_000_003 + index) if seed is not None else self._rng.getrandbits(62))
-        return gen
+    def _serve_logprobs(self, req: _Request) -> None:
+        self.stats.requests += 1
+        try:
+            safe_set_result(req.future, self._prompt_logprobs(req.prompt))
+        except Exception as exc:
+            logger.exception("logprob request failed")
+            safe_set_exception(req.future, exc)
 
-    def _merge(self, rows: list[_Row], kv: KV) -> None:
-        new_len = kv[0][0].shape[2]
-        new_mask = torch.ones(len(rows), new_len, dtype=torch.long)
-        if self._kv is None or self._mask is None or not self._rows:
-            self._rows = rows
-            self._kv = [(k.contiguous(), v.contiguous()) for k, v in kv]
-            self._mask = new_mask
-            return
-        old_len = self._kv[0][0].shape[2]
-        total = max(old_len, new_len)
+    def _prompt_logprobs(self, prompt: list[int]) -> list[float | None]:
+        """Logprobs of every prompt token from one clean forward pass of the model."""
+        logits = self.model(input_ids=torch.tensor([prompt])).logits[0, :-1].float()
+        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(prompt[1:])[:, None])[:, 0]
+        self.stats.prefilled_tokens += len(prompt)
+        return [None, *lp.tolist()]
 
-        def pad(t: torch.Tensor, length: int) -> torch.Tensor:
-            if length == total:
-                return t
-            shape = list(t.shape)
-            shape[2] = total - length
-            return torch.cat([t.new_zeros(shape), t], dim=2)
-
-        self._kv = [
-            (
-                torch.cat([pad(ko, old_len), pad(kn, new_len)], 0),
-                torch.cat([pad(vo, old_len), pad(vn, new_len)], 0),
-            )
-            for (ko, vo), (kn, vn) in zip(self._kv, kv, strict=True)
-        ]
-        mo = torch.cat([self._mask.new_zeros(len(self._rows), total - old_len), self._mask], 1)
-        mn = torch.cat([new_mask.new_zeros(len(rows), total - new_len), new_mask], 1)
-        self._mask = torch.cat([mo, mn], 0)
-        self._rows = self._rows + rows
+    def _prefill_wave(self, requests: list[_Request]) -> list[_Request]:
+        """Prefill as many of ``requests`` as one pass allows; returns those left for the next pass."""
+        plans: list[_Planned] = []
+        later: list[_Request] = []
+        by_prompt: dict[bytes, _Planned] = {}
+        budget = PREFILL_TOKENS
+        slot = len(self._rows)
+        for req in requests:
+            arr = np.asarray(req.prompt, dtype=np.int64)
+            key = arr.tobytes()
+            leader = by_prompt.get(key)
+            if leader is not None:  # identical prompt: copy the leader's KV after the pass
+                plans.append(_Planned(req, slot, len(req.prompt), leader=leader, array=arr))
+                slot += req.num_samples
+                continue
+            with self._lock:
+                reused, cached = self._prefix.lookup(arr)
+            shared = max((common_prefix(p.array, arr) for p in plans if p.leader is None), default=0)
+            new_tokens = len(req.prompt) - reused
+            wait_for_shared = self._prefix.max_tokens > 0 and shared >= reused + SHARED_PREFIX_WAIT
+            if wait_for_shared or (plans and new_tokens > budget):
+                later.append(req)  # reuses the other prompt's KV next pass / waits for room
+                continue
+            plan = _Planned(req, slot, reused, cached, array=arr)
+            plans.append(plan)
+            by_prompt[key] = plan
+            budget -= new_tokens
+            slot += req.num_samples
+        if not plans:
+            return later
+        self._cache.ensure(slot, max(key_span(len(p.request.prompt) + p.request.max_tokens) for p in plans))
+        leaders = [p for p in plans if p.leader is None]
+        for p in leaders:
+            if p.cached is not None:
+                self._cache.write(p.slot, p.cached)
+            p.cached = None
+        t0 = time.perf_counter()
+        logits = self.decoder.prefill(
+            self._cache,
+            [PrefillRow(p.slot, p.reused, p.request.prompt[p.reused :]) for p in leaders],
+        )
+        self.stats.prefill_passes += 1
+        self.stats.prefill_s += time.perf_counter() - t0
+        last = {id(p): logits[i] for i, p in enumerate(leaders)}
+        for p in leaders:
+            self.stats.prefilled_tokens += len(p.request.prompt) - p.reused
+            self.stats.reused_tokens += p.reused
+            self._remember(p.request.prompt, p.slot, len(p.request.prompt))
+        for p in plans:
+            req = p.request
+            self.stats.requests += 1
+            source = p.leader or p
+            if p.leader is not None:
+                self.stats.reused_tokens += len(req.prompt)
+            for i in range(req.num_samples):
+                self._cache.copy(source.slot, p.slot + i, len(req.prompt))
+            if req.include_prompt_logprobs:
+                req.prompt_logprobs = self._prompt_logprobs(req.prompt)
+            rows = [
+                _Row(request=req, index=i, generator=_generator(req.seed, i), pos=len(req.prompt))
+                for i in range(req.num_samples)
+            ]
+            self._sample_rows(rows, last[id(source)].expand(req.num_samples, -1))
+            self._rows.extend(rows)
+        self._settle()
+        return later
 
     def _decode_step(self) -> None:
-        assert self._kv is not None and self._mask is not None
+        t0 = time.perf_counter()
         rows = self._rows
-        input_ids = torch.tensor([[r.generated[-1]] for r in rows])
-        positions = torch.tensor([[r.pos] for r in rows])
-        mask = torch.cat([self._mask, self._mask.new_ones(len(rows), 1)], 1)
-        logits, kv = self._forward(input_ids, self._kv, attention_mask=mask, position_ids=positions)
-        self._kv, self._mask = kv, mask
+        logits = self.decoder.decode(self._cache, [r.generated[-1] for r in rows], [r.pos for r in rows])
         self.stats.decode_steps += 1
         self.stats.decode_rows += len(rows)
         for r in rows:
             r.pos += 1
-        self._sample_rows(rows, logits[:, -1].float())
-        if any(r.finish is not None for r in rows):
-            for i, r in enumerate(rows):
-                if r.finish is not None:
-                    self._finish(r, [(k[i : i + 1, :, -r.pos :], v[i : i + 1, :, -r.pos :]) for k, v in kv])
-            self._keep([i for i, r in enumerate(rows) if r.finish is None])
+        self._sample_rows(rows, logits)
+        self.stats.decode_s += time.perf_counter() - t0
+        self._settle()
 
-    def _keep(self, keep: list[int]) -> None:
-        """Keep only the rows at ``keep``; trim KV columns that are padding for every row."""
-        if not keep:
-            self._rows, self._kv, self._mask = [], None, None
+    def _settle(self) -> None:
+        """Hand finished rows back (their KV into the prefix LRU) and close the gaps they leave."""
+        if all(r.finish is None for r in self._rows):
             return
-        assert self._kv is not None and self._mask is not None
-        if len(keep) != len(self._rows):
-            idx = torch.tensor(keep)
-            self._rows = [self._rows[i] for i in keep]
-            self._mask = self._mask[idx]
-            self._kv = [(k[idx], v[idx]) for k, v in self._kv]
-        longest = max(r.pos for r in self._rows)
-        if longest < self._mask.shape[1]:
-            self._mask = self._mask[:, -longest:]
-            self._kv = [(k[:, :, -longest:], v[:, :, -longest:]) for k, v in self._kv]
+        t0 = time.perf_counter()
+        for slot, r in enumerate(self._rows):
+            if r.finish is not None:
+                self._finish(r, slot)
+        self._compact([i for i, r in enumerate(self._rows) if r.finish is None])
+        self.stats.settle_s += time.perf_counter() - t0
+
+    def _compact(self, keep: list[int]) -> None:
+        """Keep the rows at ``keep``; live rows move down into free slots (row i stays in slot i)."""
+        kept = set(keep)
+        order = list(range(len(self._rows)))
+        free = [i for i in order if i not in kept]
+        live_tail = [i for i in reversed(order) if i in kept]
+        for hole in free:
+            if not live_tail or live_tail[0] < hole:
+                break
+            src = live_tail.pop(0)
+            self._cache.copy(src, hole, self._rows[src].pos)
+            order[hole], order[src] = src, hole
+        self._rows = [self._rows[order[i]] for i in range(len(keep))]
 
     def _drop_cancelled(self) -> None:
         if any(r.request.future.cancelled() for r in self._rows):
-            self._keep([i for i, r in enumerate(self._rows) if not r.request.future.cancelled()])
+            self._compact([i for i, r in enumerate(self._rows) if not r.request.future.cancelled()])
 
     def _fail_batch(self, exc: BaseException) -> None:
         for r in self._rows:
             safe_set_exception(r.request.future, exc)
-        self._rows, self._kv, self._mask = [], None, None
+        self._rows = []
 
     # ----------------------------------------------------------------- sampling
     def _sample_rows(self, rows: list[_Row], logits: torch.Tensor) -> None:
@@ -543,19 +627,17 @@ class SamplerEngine:
             return "length"
         return None
 
-    def _remember(self, tokens: list[int], kv: KV) -> None:
-        if self._prefix.max_tokens <= 0:
+    def _remember(self, tokens: list[int], slot: int, length: int) -> None:
+        if self._prefix.max_tokens <= 0 or length > self._prefix.max_tokens:
             return
-        copy = [(k.clone(), v.clone()) for k, v in kv]
+        kv = self._cache.read(slot, length)
         with self._lock:
-            self._prefix.add(tokens, copy)
+            self._prefix.add(tokens[:length], kv)
 
-    def _finish(self, r: _Row, kv: KV) -> None:
+    def _finish(self, r: _Row, slot: int) -> None:
         req = r.request
-        # KV covers prompt + generated[:-1] (the last sampled token was never fed).
-        seq = req.prompt + r.generated[:-1]
-        if kv[0][0].shape[2] == len(seq):
-            self._remember(seq, kv)
+        # The slot holds prompt + generated[:-1] (the last sampled token was never fed).
+        self._remember(req.prompt + r.generated[:-1], slot, r.pos)
         req.results[r.index] = types.SampledSequence(
             stop_reason=r.finish,  # type: ignore[arg-type]
             sequence_id=uuid.uuid4().hex,
@@ -573,6 +655,13 @@ class SamplerEngine:
                 prompt_logprobs_np=prompt_lp,
             )
             safe_set_result(req.future, resp)
+
+
+def _generator(seed: int, index: int) -> torch.Generator:
+    """The generator of sample ``index`` of a request with ``seed``."""
+    gen = torch.Generator()
+    gen.manual_seed(mix_seed(seed, index) if index else seed & ((1 << 63) - 1))
+    return gen
 
 
 def wait_idle(engine: SamplerEngine, timeout: float = 10.0) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import threading
 import uuid
 from collections.abc import Mapping
@@ -17,15 +18,25 @@ from tinker import types
 from backend.model import KNOWN_MODELS, load_tokenizer, register_tokenizers
 
 from . import _checkpoint as ckpt
+from ._dtype import resolve_compute_dtype
 from ._errors import UnknownModelError, UnsupportedCallError
 from ._futures import ClientFuture, LocalFuture, submit, submit_client
 from ._rest import LocalRestClient
-from ._sampler import SamplerEngine, SamplerStats
+from ._sampler import SamplerEngine, SamplerStats, mix_seed
 from ._surface import TinkerSurface
-from ._trainer import CustomLossFn, TrainerCore, check_compute_dtype, custom_loss_view
+from ._trainer import CustomLossFn, TrainerCore, custom_loss_view
 from ._weights import merged_model, pristine_base
 
 _creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="turngym-create")
+
+
+def adapter_digest(adapter: Mapping[str, torch.Tensor], scaling: float) -> str:
+    """A hex digest of LoRA weights (names, values, scaling): the identity of a sampler's weights."""
+    h = hashlib.blake2b(repr(scaling).encode(), digest_size=16)
+    for name in sorted(adapter):
+        h.update(name.encode())
+        h.update(adapter[name].detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _check_model(name: str) -> None:
@@ -438,11 +449,16 @@ class LocalServiceClient(TinkerSurface):
         max_tokens_per_pass: padded-token budget of one training forward/backward pass (1024 peaks
             at ~1.5 GB for SmolLM2; bigger passes were slower on a 2-core CPU, not faster).
         lora_alpha: LoRA alpha of new training clients (default ``2 * rank``).
-        compute_dtype: ``"float32"`` (default: sampler and trainer logprobs agree to ~1e-5) or
+        compute_dtype: ``"float32"`` (default: sampler and trainer logprobs agree to ~1e-5),
             ``"bfloat16"``: samplers hold bfloat16 weights and training passes run under bfloat16
-            autocast (LoRA weights, gradients and AdamW stay float32). 1.6-2.3x faster training
-            and prefill on CPUs with native bfloat16 (AVX512-BF16, AMX); sampler and trainer
-            logprobs then differ by ~1e-2 per token, which the KL metrics report.
+            autocast (LoRA weights, gradients and AdamW stay float32): 1.6-2.3x faster on CPUs
+            with AMX, slower on others; sampler and trainer logprobs then differ by ~1e-2 per
+            token, which the KL metrics report; or ``"auto"``: whichever a quick probe of this
+            machine finds faster (cached per machine, logged; see ``backend.local._dtype``).
+            :attr:`compute_dtype` holds the concrete choice.
+        seed: seed of sampling requests that carry no ``SamplingParams.seed``: each sampling
+            engine derives its own from it and from the weights it serves, so a run with the same
+            seed samples the same tokens (``None``: random, as on Tinker).
     """
 
     _tinker_class = "ServiceClient"
@@ -456,8 +472,10 @@ class LocalServiceClient(TinkerSurface):
         max_tokens_per_pass: int = 1024,
         lora_alpha: int | None = None,
         compute_dtype: str = "float32",
+        seed: int | None = None,
     ) -> None:
-        self.compute_dtype = check_compute_dtype(compute_dtype)
+        self.compute_dtype = resolve_compute_dtype(compute_dtype)
+        self.seed = seed
         self.root = Path(root).expanduser() if root is not None else ckpt.default_root()
         self.max_batch_size = max_batch_size
         self.prefix_cache_tokens = prefix_cache_tokens
@@ -629,7 +647,7 @@ class LocalServiceClient(TinkerSurface):
         """``await self.create_sampling_client(...)``."""
         return await self.create_sampling_client(model_path, base_model)
 
-    def _new_engine(self, model: Any, base_model: str) -> SamplerEngine:
+    def _new_engine(self, model: Any, base_model: str, weights_id: str) -> SamplerEngine:
         if self.compute_dtype == "bfloat16":
             model = model.to(torch.bfloat16)
         return SamplerEngine(
@@ -638,6 +656,7 @@ class LocalServiceClient(TinkerSurface):
             base_model,
             max_batch_size=self.max_batch_size,
             prefix_cache_tokens=self.prefix_cache_tokens,
+            seed=None if self.seed is None else mix_seed(self.seed, base_model, weights_id),
         )
 
     def _base_engine(self, base_model: str) -> SamplerEngine:
@@ -647,7 +666,7 @@ class LocalServiceClient(TinkerSurface):
             base = pristine_base(base_model)
             # The pristine copy is shared: convert a private copy, never it.
             engine = self._new_engine(
-                copy.deepcopy(base) if self.compute_dtype != "float32" else base, base_model
+                copy.deepcopy(base) if self.compute_dtype != "float32" else base, base_model, "base"
             )
             with self._lock:
                 engine = self._engines.setdefault(base_model, engine)
@@ -662,7 +681,8 @@ class LocalServiceClient(TinkerSurface):
     ) -> LocalSamplingClient:
         _check_model(meta.base_model)
         model = merged_model(meta.base_model, adapter, meta.scaling)
-        return LocalSamplingClient(self._new_engine(model, meta.base_model), model_path)
+        engine = self._new_engine(model, meta.base_model, adapter_digest(adapter, meta.scaling))
+        return LocalSamplingClient(engine, model_path)
 
     def get_server_capabilities(self) -> Any:
         """Supported base models, as tinker's ``GetServerCapabilitiesResponse``."""

@@ -23,13 +23,13 @@ import torch
 from tinker import types
 
 from . import _checkpoint as ckpt
+from ._dtype import check_compute_dtype
 from ._errors import CustomLossError, InvalidDatumError, LocalBackendError
 from ._losses import get_loss
 from ._weights import fresh_base
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
-COMPUTE_DTYPES = ("float32", "bfloat16")
 
 
 CustomLossFn = Callable[[list[types.Datum], list[torch.Tensor]], tuple[torch.Tensor, dict[str, float]]]
@@ -56,13 +56,6 @@ def custom_loss_view(data: Sequence[types.Datum]) -> list[types.Datum]:
             )
         )
     return out
-
-
-def check_compute_dtype(name: str) -> str:
-    """``name`` if it is one of :data:`COMPUTE_DTYPES`, else a one-line ``ValueError``."""
-    if name not in COMPUTE_DTYPES:
-        raise ValueError(f"compute_dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {name!r}")
-    return name
 
 
 @dataclass

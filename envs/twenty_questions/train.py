@@ -5,9 +5,10 @@ With no arguments: the game's default setting (:class:`~envs.twenty_questions.co
 played as written; its docstring says why) with the deterministic KB answerer, on the local
 backend with the embedded SmolLM2-135M (offline): LoRA rank 16 on every linear layer, lr 1e-3
 (AdamW, grad clip 1.0), 4 words x 8 games per step at temperature 1, 16 tokens per turn,
-constant-reward groups skipped, 25 steps, bfloat16 compute (``local_compute_dtype``: training
-passes 1.6-2.3x faster than float32 here). Held-out evaluation (64 games: 16 held-out words x 4,
-the same games every time) before training, after steps 10 and 20 and at the end.
+constant-reward groups skipped, 25 steps, the compute dtype a quick probe finds faster on the
+machine (``local_compute_dtype=auto``: bfloat16 where it pays, e.g. with AMX, float32 elsewhere).
+Held-out evaluation (64 games: 16 held-out words x 4, the same games every time) before training,
+after steps 10 and 20 and at the end.
 
 Learning to ask is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates,
 4 turns, no cost).
@@ -57,7 +58,6 @@ class TwentyQuestionsTrainConfig(training.Config):
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 16
     max_steps: int = 25
-    local_compute_dtype: training.ComputeDtype = "bfloat16"
     eval_every: int = 10
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC

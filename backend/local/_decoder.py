@@ -1,0 +1,329 @@
+"""Batch-invariant inference forward of a Llama-family model over a slot KV cache.
+
+The sampling engine runs the model through :class:`SlotDecoder` instead of ``model(...)``:
+
+- **Slot KV cache** (:class:`SlotCache`): one preallocated tensor ``[layers, 2, slots, kv_heads,
+  capacity, head_dim]``; a sequence lives in one slot with its token ``i`` at column ``i``. A
+  decode step writes one column per row in place (no per-step concatenation or padding copies),
+  and grouped-query attention reads the shared KV heads directly (no ``repeat_kv``).
+- **Packed prefill**: the new tokens of several sequences are run as one ``[tokens, hidden]``
+  batch through the linear layers (no padding); attention is computed per sequence against its
+  own slot, and only the last position of each sequence is unembedded.
+- **Batch invariance**: every number a sequence gets depends on its own tokens only, never on
+  which other sequences share the pass, whether its prefix came from a cache, or how many of its
+  tokens were processed at once. Three rules make that hold on CPU BLAS, where the summation
+  order of a matrix product can change with its shape: every matrix product has at least
+  :data:`MIN_ROWS` rows (BLAS picks a different kernel for a handful of rows), attention spans a
+  multiple of :data:`CHUNK` key columns with at least one masked column, and the
+  probability-times-value product is summed chunk by chunk in a fixed order (zero-probability
+  chunks add exact zeros). So a seeded sample is reproducible whatever the batching was.
+
+Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+MIN_ROWS = 16
+"""Matrix products are run with at least this many rows (padding rows are discarded)."""
+CHUNK = 64
+"""Attention key columns come in multiples of this; values are summed per chunk of it."""
+QUERY_BLOCK = 128
+"""Prefill attention handles at most this many query tokens of a sequence at once."""
+
+
+def round_up(n: int, multiple: int) -> int:
+    """The smallest multiple of ``multiple`` that is ``>= n``."""
+    return -(-n // multiple) * multiple
+
+
+def key_span(length: int) -> int:
+    """Key columns attention reads for sequences of at most ``length`` tokens (>= 1 masked)."""
+    return round_up(length + 1, CHUNK)
+
+
+class UnsupportedModelError(ValueError):
+    """The model is not a Llama-family causal LM this decoder can run."""
+
+
+@dataclass
+class _Layer:
+    input_norm: Any
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    o: torch.Tensor
+    post_norm: Any
+    gate: torch.Tensor
+    up: torch.Tensor
+    down: torch.Tensor
+
+
+class SlotCache:
+    """KV storage of the running sequences: ``data[layer, 0 | 1, slot, kv_head, column, dim]``.
+
+    Grows (never shrinks) to the slots and columns asked for; new storage is zeroed, so columns a
+    sequence never wrote hold finite values (masked attention multiplies them by exact zeros).
+    """
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
+        self.shape = (layers, 2, kv_heads, head_dim)
+        self.dtype = dtype
+        self.data: torch.Tensor | None = None
+
+    @property
+    def slots(self) -> int:
+        """Slots allocated."""
+        return 0 if self.data is None else self.data.shape[2]
+
+    @property
+    def capacity(self) -> int:
+        """Columns (token positions) per slot."""
+        return 0 if self.data is None else self.data.shape[4]
+
+    def ensure(self, slots: int, columns: int) -> None:
+        """Make room for ``slots`` slots of ``columns`` positions (copies what is there on growth)."""
+        if slots <= self.slots and columns <= self.capacity:
+            return
+        new_slots = max(slots, self.slots)
+        new_cols = max(round_up(columns, 256), self.capacity)
+        layers, two, heads, dim = self.shape
+        data = torch.zeros(layers, two, new_slots, heads, new_cols, dim, dtype=self.dtype)
+        if self.data is not None:
+            data[:, :, : self.slots, :, : self.capacity] = self.data
+        self.data = data
+
+    def release(self) -> None:
+        """Drop the storage (the next :meth:`ensure` allocates afresh)."""
+        self.data = None
+
+    def read(self, slot: int, length: int) -> torch.Tensor:
+        """A copy of the first ``length`` columns of ``slot``: ``[layers, 2, kv_heads, length, dim]``."""
+        assert self.data is not None
+        return self.data[:, :, slot, :, :length].clone()
+
+    def write(self, slot: int, kv: torch.Tensor) -> None:
+        """Put ``kv`` (``[layers, 2, kv_heads, n, dim]``) into the first ``n`` columns of ``slot``."""
+        assert self.data is not None
+        self.data[:, :, slot, :, : kv.shape[3]] = kv
+
+    def copy(self, src: int, dst: int, length: int) -> None:
+        """Copy the first ``length`` columns of slot ``src`` into slot ``dst``."""
+        assert self.data is not None
+        if src != dst and length > 0:
+            self.data[:, :, dst, :, :length] = self.data[:, :, src, :, :length]
+
+
+@dataclass(frozen=True)
+class PrefillRow:
+    """New tokens of one sequence: ``tokens`` go to columns ``start .. start + len - 1`` of ``slot``
+    (columns before ``start`` already hold the sequence's KV)."""
+
+    slot: int
+    start: int
+    tokens: list[int]
+
+
+class SlotDecoder:
+    """Inference forward of a Llama-family ``transformers`` model over a :class:`SlotCache`.
+
+    Args:
+        model: a ``LlamaForCausalLM``-like model (RMSNorm, rotary positions, grouped-query
+            attention, gated MLP, no biases); its weights are used in place, never copied.
+    """
+
+    def __init__(self, model: Any) -> None:
+        config = model.config
+        inner = getattr(model, "model", None)
+        layers = getattr(inner, "layers", None)
+        if inner is None or layers is None or not hasattr(inner, "rotary_emb"):
+            raise UnsupportedModelError(
+                f"the local sampler runs Llama-family models; {type(model).__name__} is not one"
+            )
+        if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+            raise UnsupportedModelError("the local sampler does not run models with linear biases")
+        from transformers.activations import ACT2FN
+
+        self.n_heads = int(config.num_attention_heads)
+        self.n_kv = int(config.num_key_value_heads)
+        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.n_heads)
+        self.groups = self.n_heads // self.n_kv
+        self.scaling = self.head_dim**-0.5
+        self.act = ACT2FN[config.hidden_act]
+        self.embed = inner.embed_tokens.weight
+        self.dtype = self.embed.dtype
+        self.norm = inner.norm
+        self.lm_head = model.lm_head.weight
+        self.vocab_size = int(self.lm_head.shape[0])
+        self.layers = [
+            _Layer(
+                input_norm=layer.input_layernorm,
+                q=layer.self_attn.q_proj.weight,
+                k=layer.self_attn.k_proj.weight,
+                v=layer.self_attn.v_proj.weight,
+                o=layer.self_attn.o_proj.weight,
+                post_norm=layer.post_attention_layernorm,
+                gate=layer.mlp.gate_proj.weight,
+                up=layer.mlp.up_proj.weight,
+                down=layer.mlp.down_proj.weight,
+            )
+            for layer in layers
+        ]
+        self.context_length = int(getattr(config, "max_position_embeddings", 2048))
+        with torch.inference_mode():
+            positions = torch.arange(self.context_length)[None, :]
+            cos, sin = inner.rotary_emb(self.embed[:1], positions)
+        self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [context, head_dim]
+
+    def new_cache(self) -> SlotCache:
+        """An empty cache shaped for this model."""
+        return SlotCache(len(self.layers), self.n_kv, self.head_dim, self.dtype)
+
+    # ------------------------------------------------------------------ passes
+    def prefill(self, cache: SlotCache, rows: list[PrefillRow]) -> torch.Tensor:
+        """Run the new tokens of ``rows`` (one packed pass), write their KV into their slots, and
+        return the float32 logits of each row's last token, ``[len(rows), vocab]``."""
+        tokens: list[int] = []
+        slots: list[int] = []
+        positions: list[int] = []
+        for row in rows:
+            tokens += row.tokens
+            slots += [row.slot] * len(row.tokens)
+            positions += range(row.start, row.start + len(row.tokens))
+        # (slot, first packed token, query count, mask): queries in blocks of QUERY_BLOCK.
+        spans: list[tuple[int, int, int, torch.Tensor]] = []
+        offset = 0
+        for row in rows:
+            count = len(row.tokens)
+            for q0 in range(0, count, QUERY_BLOCK):
+                n = min(count - q0, QUERY_BLOCK)
+                spans.append((row.slot, offset + q0, n, self._prefill_mask(row.start + q0, n)))
+            offset += count
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            assert cache.data is not None
+            out = q.new_zeros(q.shape[0], self.n_heads * self.head_dim)
+            for slot, first, count, mask in spans:
+                keys = cache.data[layer, 0, slot, :, : mask.shape[-1]]
+                values = cache.data[layer, 1, slot, :, : mask.shape[-1]]
+                qs = q[first : first + count]  # [count, heads, dim]
+                # [kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
+                qs = qs.view(count, self.n_kv, self.groups, self.head_dim).permute(1, 0, 2, 3)
+                qs = qs.reshape(self.n_kv, count * self.groups, self.head_dim)
+                att = self._attention(qs[None], keys[None], values[None], mask[None, None])[0]
+                att = att.view(self.n_kv, count, self.groups, self.head_dim).permute(1, 0, 2, 3)
+                out[first : first + count] = att.reshape(count, -1)
+            return out
+
+        hidden = self._run(cache, tokens, slots, positions, attend)
+        ends = torch.tensor([0, *(len(r.tokens) for r in rows)]).cumsum(0)[1:] - 1
+        return self._logits(hidden[ends])
+
+    def decode(self, cache: SlotCache, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        """One token for each of the sequences in slots ``0 .. len(tokens) - 1`` (``positions[i]``
+        is where token ``i`` goes); returns float32 logits ``[len(tokens), vocab]``."""
+        batch = len(tokens)
+        pos = torch.tensor(positions)
+        span = key_span(max(positions) + 1)
+        valid = torch.arange(span)[None, :] <= pos[:, None]  # [batch, span]
+        mask = valid[:, None, None, :]
+        gp = max(self.groups, 4)  # a product with fewer rows would take another BLAS kernel
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            assert cache.data is not None
+            keys = cache.data[layer, 0, :batch, :, :span]
+            values = cache.data[layer, 1, :batch, :, :span]
+            qs = q[:batch].view(batch, self.n_kv, self.groups, self.head_dim)
+            if gp != self.groups:
+                qs = torch.cat([qs, qs.new_zeros(batch, self.n_kv, gp - self.groups, self.head_dim)], 2)
+            att = self._attention(qs, keys, values, mask)[:, :, : self.groups]
+            out = q.new_zeros(q.shape[0], self.n_heads * self.head_dim)
+            out[:batch] = att.reshape(batch, -1)
+            return out
+
+        hidden = self._run(cache, tokens, list(range(batch)), positions, attend)
+        return self._logits(hidden[:batch])
+
+    # ------------------------------------------------------------------ pieces
+    def _prefill_mask(self, start: int, count: int) -> torch.Tensor:
+        """``[count * groups, span]``: query row ``t * groups + g`` sees columns ``<= start + t``."""
+        span = key_span(start + count)
+        limit = torch.arange(start, start + count).repeat_interleave(self.groups)
+        mask = torch.arange(span)[None, :] <= limit[:, None]
+        rows = mask.shape[0]
+        if rows < 4:  # pad the query rows (see decode); padding rows see column 0 only
+            pad = torch.zeros(4 - rows, span, dtype=torch.bool)
+            pad[:, 0] = True
+            mask = torch.cat([mask, pad])
+        return mask
+
+    def _attention(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """``q [b, kv, m, d]`` against ``keys / values [b, kv, span, d]``; ``mask`` broadcasts to
+        ``[b, kv, m, span]``. Rows of ``q`` beyond the mask's rows are padding."""
+        m = q.shape[2]
+        if mask.shape[-2] > m:  # the mask was padded for a short query block
+            q = torch.cat([q, q.new_zeros(*q.shape[:2], mask.shape[-2] - m, q.shape[3])], 2)
+        scores = torch.matmul(q, keys.transpose(-1, -2)).float().mul_(self.scaling)
+        scores.masked_fill_(mask.logical_not(), float("-inf"))
+        probs = torch.softmax(scores, -1).to(values.dtype)
+        b, h, rows, span = probs.shape
+        # Sum over keys chunk by chunk in a fixed order: invariant to how many masked chunks
+        # follow (each adds exact zeros). One product per chunk reads the cache in place (a
+        # single product over chunk-shaped views would first copy the values).
+        p3 = probs.view(b * h, rows, span)
+        v3 = values.reshape(b * h, span, values.shape[-1])
+        out = torch.bmm(p3[:, :, :CHUNK], v3[:, :CHUNK])
+        for c0 in range(CHUNK, span, CHUNK):
+            out.baddbmm_(p3[:, :, c0 : c0 + CHUNK], v3[:, c0 : c0 + CHUNK])
+        return out.view(b, h, rows, -1)[:, :, :m]
+
+    def _run(
+        self,
+        cache: SlotCache,
+        tokens: list[int],
+        slots: list[int],
+        positions: list[int],
+        attend: Any,
+    ) -> torch.Tensor:
+        n = len(tokens)
+        rows = max(n, MIN_ROWS)
+        ids = torch.tensor(tokens + [0] * (rows - n))
+        pos = torch.tensor(positions + [0] * (rows - n))
+        slot_idx = torch.tensor(slots)
+        write_pos = pos[:n]
+        cos = self.cos[pos][:, None, :]
+        sin = self.sin[pos][:, None, :]
+        hidden = F.embedding(ids, self.embed)
+        d = self.head_dim
+        assert cache.data is not None
+        for i, layer in enumerate(self.layers):
+            x = layer.input_norm(hidden)
+            q = F.linear(x, layer.q).view(rows, self.n_heads, d)
+            k = F.linear(x, layer.k).view(rows, self.n_kv, d)
+            v = F.linear(x, layer.v).view(rows, self.n_kv, d)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            cache.data[i, 0, slot_idx, :, write_pos] = k[:n]
+            cache.data[i, 1, slot_idx, :, write_pos] = v[:n]
+            hidden = hidden + F.linear(attend(i, q), layer.o)
+            x = layer.post_norm(hidden)
+            hidden = hidden + F.linear(self.act(F.linear(x, layer.gate)) * F.linear(x, layer.up), layer.down)
+        return self.norm(hidden)
+
+    def _logits(self, last: torch.Tensor) -> torch.Tensor:
+        n = last.shape[0]
+        if n < MIN_ROWS:
+            last = torch.cat([last, last.new_zeros(MIN_ROWS - n, last.shape[1])])
+        return F.linear(last, self.lm_head)[:n].float()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
