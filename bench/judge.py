@@ -1,19 +1,23 @@
-"""Benchmark: pairwise-preference group rewards with concurrent vs sequential judge comparisons.
+"""Benchmark: pairwise-preference group rewards, our concurrent judging vs the cookbook's pattern.
 
-16 groups of 4 responses, tournament ``both_orders`` (12 comparisons per group, 192 in all), a
-scripted judge that sleeps 50 ms per comparison, the judge's default concurrency cap.
+Groups of 4 responses, tournament ``both_orders`` (12 comparisons per group), a scripted judge
+that sleeps 50 ms per comparison, the judge's default concurrency cap (16).
 
-- ``concurrent``: every group's ``compute_group_rewards`` at once (as a trainer does), each
-  running its comparisons concurrently; the judge's limiter caps what is in flight.
-- ``sequential``: every comparison one after another (the no-concurrency baseline).
-- ``per_group_sequential`` (for reference): groups at once, comparisons one after another inside
-  each group (tinker-cookbook's ``PairwisePreferenceGroupBuilder`` behaviour). With 16 groups it
-  also fills the judge's cap; the ``one_group_*`` lines show what in-group concurrency buys when
-  fewer groups than the cap are in flight (small batches, async/off-policy training).
+- ``concurrent`` (ours): every group's ``compute_group_rewards`` at once (as a trainer does),
+  each running its comparisons concurrently; the judge's limiter caps what is in flight.
+- ``cookbook`` (the baseline, the peer's own pattern): groups at once, comparisons one after
+  another inside each group (tinker-cookbook's ``PairwisePreferenceGroupBuilder``).
+- ``sequential`` (for reference): every comparison one after another.
 
-Ends with ``ratio_wall_concurrent_vs_sequential=<x>`` (goal <= 0.2).
+Measured at two batch sizes: ``--groups`` (16: as many groups as the cap, so the cookbook's
+pattern already fills the judge and both modes should take about as long) and ``--small-groups``
+(2: a small batch, e.g. async/off-policy training or an eval slice, where only in-group
+concurrency keeps the judge busy).
 
-Run: ``.venv/bin/python bench/judge.py [--groups 16 --group-size 4 --delay-ms 50 --max-concurrency N]``
+Ends with ``ratio_wall_concurrent_vs_cookbook=<x>`` (at ``--groups``) and
+``ratio_wall_concurrent_vs_cookbook_small=<y>`` (at ``--small-groups``); lower is better.
+
+Run: ``.venv/bin/python bench/judge.py [--groups 16 --small-groups 2 --group-size 4 --delay-ms 50 --max-concurrency N]``
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ async def run(builders: list[PairwiseGroupBuilder], groups: list[list], *, group
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--small-groups", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument(
@@ -93,9 +98,9 @@ def main() -> None:
     cap = {"max_concurrency": args.max_concurrency} if args.max_concurrency else {}
     spec = f"scripted:sleep:{args.delay_ms:g}:prefers_a"
 
-    def builders(mode: str, concurrent: bool) -> list[PairwiseGroupBuilder]:
+    def builders(mode: str, concurrent: bool, n_groups: int) -> list[PairwiseGroupBuilder]:
         # cache off and one judge per mode: every mode pays for every comparison
-        judge = JudgeConfig(spec, judge_id=f"bench-{mode}", cache=False, timeout_s=30.0, **cap)  # type: ignore[arg-type]
+        judge = JudgeConfig(spec, judge_id=f"bench-{mode}-{n_groups}", cache=False, timeout_s=30.0, **cap)  # type: ignore[arg-type]
         return [
             PairwiseGroupBuilder(
                 JudgeTask(f"q{g}", ({"role": "user", "content": f"Question {g}?"},)),
@@ -104,41 +109,39 @@ def main() -> None:
                 pattern=TournamentPattern(args.pattern),
                 concurrent=concurrent,
             )
-            for g in range(args.groups)
+            for g in range(n_groups)
         ]
 
     clear_judges()
     per_group = len(tournament_pairs(args.group_size, args.pattern))
-    total = per_group * args.groups
-    modes = {"concurrent": (True, True), "sequential": (False, False), "per_group_sequential": (False, True)}
-    walls: dict[str, float] = {}
-    for mode, (concurrent, groups_at_once) in modes.items():
-        bs = builders(mode, concurrent)
-        groups = anyio.run(prepare, bs)
-        walls[mode] = anyio.run(
-            lambda bs=bs, groups=groups, g=groups_at_once: run(bs, groups, groups_at_once=g)
-        )
-        judge = get_judge(bs[0].judge)
-        stats = judge.stats
-        assert stats.calls == total and stats.fallbacks == 0, stats.snapshot()
+    modes = {"concurrent": (True, True), "cookbook": (False, True), "sequential": (False, False)}
+    ratios: dict[int, float] = {}
+    for n_groups in (args.groups, args.small_groups):
+        total = per_group * n_groups
+        walls: dict[str, float] = {}
+        for mode, (concurrent, groups_at_once) in modes.items():
+            bs = builders(mode, concurrent, n_groups)
+            groups = anyio.run(prepare, bs)
+            walls[mode] = anyio.run(
+                lambda bs=bs, groups=groups, g=groups_at_once: run(bs, groups, groups_at_once=g)
+            )
+            judge = get_judge(bs[0].judge)
+            stats = judge.stats
+            assert stats.calls == total and stats.fallbacks == 0, stats.snapshot()
+            print(
+                f"{n_groups:3d} groups {mode:>11}: {walls[mode]:7.3f} s for {total} comparisons "
+                f"({per_group} per group), peak in flight {stats.peak_in_flight}, cap {judge.config.max_concurrency}"
+            )
+        limit = get_judge(builders("concurrent", True, n_groups)[0].judge).config.max_concurrency
+        ideal = total * args.delay_ms / 1000.0
         print(
-            f"{mode:>22}: {walls[mode]:7.3f} s for {total} comparisons "
-            f"({args.groups} groups x {per_group}), peak in flight {stats.peak_in_flight}, cap {judge.config.max_concurrency}"
+            f"{n_groups:3d} groups lower bounds: sequential {ideal:.3f} s, cookbook"
+            f" {ideal / min(n_groups, limit):.3f} s, concurrent {ideal / min(total, limit):.3f} s;"
+            f" concurrent / sequential = {walls['concurrent'] / walls['sequential']:.4f}"
         )
-    one: dict[str, float] = {}
-    for mode, concurrent in (("one_group_concurrent", True), ("one_group_sequential", False)):
-        bs = builders(mode, concurrent)[:1]
-        groups = anyio.run(prepare, bs)
-        one[mode] = anyio.run(lambda bs=bs, groups=groups: run(bs, groups, groups_at_once=True))
-        print(f"{mode:>22}: {one[mode]:7.3f} s for {per_group} comparisons (1 group)")
-    ideal = total * args.delay_ms / 1000.0
-    print(
-        f"sequential lower bound: {ideal:.3f} s; concurrent lower bound: {ideal / get_judge(builders('concurrent', True)[0].judge).config.max_concurrency:.3f} s"
-    )
-    print(
-        f"ratio_wall_per_group_sequential_vs_sequential={walls['per_group_sequential'] / walls['sequential']:.4f}"
-    )
-    print(f"ratio_wall_concurrent_vs_sequential={walls['concurrent'] / walls['sequential']:.4f}")
+        ratios[n_groups] = walls["concurrent"] / walls["cookbook"]
+    print(f"ratio_wall_concurrent_vs_cookbook={ratios[args.groups]:.4f}")
+    print(f"ratio_wall_concurrent_vs_cookbook_small={ratios[args.small_groups]:.4f}")
 
 
 if __name__ == "__main__":

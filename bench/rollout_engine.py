@@ -3,10 +3,15 @@
 1. Throughput: the same synthetic 20-turn env and a zero-latency scripted completer, 64 groups
    x 8 envs, through the cookbook's ``do_group_rollout`` (gathered per batch, as its trainer
    does) and through ``rollout.RolloutEngine.run_batch`` (default config: sampling gate of 64,
-   exact extension check). Runs are interleaved, best of ``--repeats``. The ratio uses the
-   process's CPU time (the workload is CPU-bound and single-threaded, and on a shared machine
-   wall time mostly measures the neighbours); the wall-clock ratio is printed too.
-   -> ``ratio_steps_per_s_vs_cookbook`` (goal >= 1.5)
+   exact extension check). The cookbook runs twice: as shipped (its per-turn tracing spans and
+   logtree calls are no-ops without a trace, but still entered, and the per-trajectory logging
+   arguments are still built), and lean, with tracing and logging off (:func:`lean_cookbook`:
+   spans, headers and the per-trajectory logging replaced by nothing, the group function
+   undecorated): the peer at its best. Runs are interleaved, best of ``--repeats``. The ratios
+   use the process's CPU time (the workload is CPU-bound and single-threaded, and on a shared
+   machine wall time mostly measures the neighbours); wall-clock ratios are printed too.
+   -> ``ratio_steps_per_s_vs_cookbook`` (as shipped) and ``ratio_steps_per_s_vs_lean_cookbook``
+   (goal >= 1.3)
 2. Latency: 64 x 8 envs, 20 turns, a completer sleeping 20 ms per call (:class:`SleepingCompleter`),
    concurrency limit 64. Ideal critical path = max(total sampling time / 64, one rollout's
    sampling time). The same sleeps with no engine (64 tasks in a chain) are printed beside it:
@@ -17,27 +22,31 @@
    records how late it wakes. -> ``event_loop_lag_p99_ms`` (goal <= 10)
 
 Run: ``.venv/bin/python bench/rollout_engine.py`` (about a minute; ``--quick`` for a smoke run).
-Measured on the idle 2-core machine (2026-12-02): ``ratio_steps_per_s_vs_cookbook=1.89-1.92
-ratio_wall_vs_ideal=1.138-1.139 event_loop_lag_p99_ms=4.3-5.3`` (bare sleeps 1.064x ideal).
+Measured on the idle 2-core machine (2026-12-02, before the lean peer existed):
+``ratio_steps_per_s_vs_cookbook=1.89-1.92 ratio_wall_vs_ideal=1.138-1.139
+event_loop_lag_p99_ms=4.3-5.3`` (bare sleeps 1.064x ideal).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 import anyio
 import anyio.to_thread
 import tinker
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+from tinker_cookbook.rl import rollouts as cookbook_rollouts
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, StepResult
+from tinker_cookbook.utils import logtree, trace
 
 from rollout import EngineConfig, ExtensionCheck, RolloutEngine
 from rollout.testing import ScriptedCompleter, SyntheticGroup, cpu_work
@@ -118,11 +127,43 @@ def _builders(n_groups: int, size: int) -> list[SyntheticGroup]:
     return [SyntheticGroup(lambda _i: CheapEnv(), size=size) for _ in range(n_groups)]
 
 
-async def _cookbook_batch(n_groups: int, size: int) -> tuple[float, float]:
+_NULL = contextlib.nullcontext()
+
+
+def _no_span(_name: str) -> contextlib.nullcontext[None]:
+    return _NULL
+
+
+def _no_header(_title: str, **_attrs: object) -> contextlib.nullcontext[None]:
+    return _NULL
+
+
+@contextlib.contextmanager
+def lean_cookbook() -> Iterator[None]:
+    """The cookbook's rollout code with tracing and logging off: ``trace.scope_span`` and
+    ``logtree.scope_header`` return a shared null context, the per-trajectory logging (which
+    formats its table arguments before logtree checks whether anything listens) does nothing.
+    Restored on exit. Use :data:`LEAN_DO_GROUP_ROLLOUT` (the function without its logtree
+    decorator) inside."""
+    saved = (trace.scope_span, logtree.scope_header, cookbook_rollouts._log_single_trajectory_details)
+    trace.scope_span = _no_span  # type: ignore[assignment]
+    logtree.scope_header = _no_header  # type: ignore[assignment]
+    cookbook_rollouts._log_single_trajectory_details = lambda *_a, **_k: None
+    try:
+        yield
+    finally:
+        trace.scope_span, logtree.scope_header, cookbook_rollouts._log_single_trajectory_details = saved
+
+
+LEAN_DO_GROUP_ROLLOUT = getattr(do_group_rollout, "__wrapped__", do_group_rollout)
+
+
+async def _cookbook_batch(n_groups: int, size: int, lean: bool = False) -> tuple[float, float]:
     builders = _builders(n_groups, size)
     policy = ZeroLatencyCompleter()
+    rollout = LEAN_DO_GROUP_ROLLOUT if lean else do_group_rollout
     t0, c0 = time.perf_counter(), time.process_time()
-    groups = await asyncio.gather(*[do_group_rollout(b, policy) for b in builders])
+    groups = await asyncio.gather(*[rollout(b, policy) for b in builders])
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
     assert sum(len(g.trajectories_G) for g in groups) == n_groups * size
     return dt, dc
@@ -138,7 +179,7 @@ async def _our_batch(n_groups: int, size: int, config: EngineConfig) -> tuple[fl
     return dt, dc
 
 
-def throughput(repeats: int, n_groups: int, size: int) -> float:
+def throughput(repeats: int, n_groups: int, size: int) -> tuple[float, float]:
     # Freeze the (large: torch, transformers) import-time heap so a full GC pass does not land
     # at random inside one side's timing; both sides benefit equally.
     gc.collect()
@@ -151,18 +192,22 @@ def throughput(repeats: int, n_groups: int, size: int) -> float:
             max_concurrent_samples=None, extension_check=ExtensionCheck.OFF
         ),
     }
-    cook = "cookbook do_group_rollout"
-    wall: dict[str, float] = {k: float("inf") for k in [cook, *variants]}
+    cook, lean = "cookbook do_group_rollout", "cookbook, tracing+logging off"
+    ours = "ours (gate 64, full check)"
+    wall: dict[str, float] = {k: float("inf") for k in [cook, lean, *variants]}
     cpu = dict(wall)
+
+    def one(name: str, groups: int, envs: int) -> tuple[float, float]:
+        if name in (cook, lean):
+            with lean_cookbook() if name == lean else contextlib.nullcontext():
+                return asyncio.run(_cookbook_batch(groups, envs, lean=name == lean))
+        return asyncio.run(_our_batch(groups, envs, variants[name]))
+
     for name in wall:  # warm-up (first-use costs on both sides)
-        asyncio.run(_cookbook_batch(2, 2) if name == cook else _our_batch(2, 2, variants[name]))
+        one(name, 2, 2)
     for _ in range(repeats):
         for name in wall:
-            dt, dc = asyncio.run(
-                _cookbook_batch(n_groups, size)
-                if name == cook
-                else _our_batch(n_groups, size, variants[name])
-            )
+            dt, dc = one(name, n_groups, size)
             wall[name], cpu[name] = min(wall[name], dt), min(cpu[name], dc)
     print(f"== throughput: {n_groups} groups x {size} envs x {TURNS} turns, zero-latency completer ==")
     print(f"  best of {repeats} interleaved runs; CPU time is the process's own (the machine is shared)")
@@ -170,8 +215,10 @@ def throughput(repeats: int, n_groups: int, size: int) -> float:
         print(
             f"  {name:32s} wall {steps / wall[name]:9.0f} env-steps/s   cpu {steps / cpu[name]:9.0f} env-steps/s"
         )
-    print(f"  wall-clock ratio vs cookbook: {wall[cook] / wall['ours (gate 64, full check)']:.2f}")
-    return cpu[cook] / cpu["ours (gate 64, full check)"]
+    print(
+        f"  wall-clock ratios: vs cookbook {wall[cook] / wall[ours]:.2f}, vs lean cookbook {wall[lean] / wall[ours]:.2f}"
+    )
+    return cpu[cook] / cpu[ours], cpu[lean] / cpu[ours]
 
 
 async def _latency(n_groups: int, size: int, delay: float, limit: int) -> tuple[float, float, int]:
@@ -281,10 +328,11 @@ def main() -> None:
     groups, size, repeats = (8, 4, 1) if args.quick else (64, 8, args.repeats)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    ratio_tp = throughput(repeats, groups, size)
+    ratio_tp, ratio_lean = throughput(repeats, groups, size)
     ratio_wall = latency(groups, size)
     p99 = lag(groups if args.quick else 16, size)
     print(f"ratio_steps_per_s_vs_cookbook={ratio_tp:.2f}")
+    print(f"ratio_steps_per_s_vs_lean_cookbook={ratio_lean:.2f}")
     print(f"ratio_wall_vs_ideal={ratio_wall:.3f}")
     print(f"event_loop_lag_p99_ms={p99:.2f}")
 
