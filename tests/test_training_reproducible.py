@@ -46,6 +46,12 @@ def test_same_seed_same_tokens_and_metrics(runs: tuple[Path, Path, Path]) -> Non
     assert _transcripts(a) and _transcripts(a) == _transcripts(b)
 
 
+def test_the_run_logs_its_compute_dtype_choice(runs: tuple[Path, Path, Path]) -> None:
+    a, _, _ = runs  # ToyConfig keeps the default local_compute_dtype=auto
+    log = (a / "train.log").read_text()
+    assert "local compute dtype: auto -> " in log
+
+
 def test_another_seed_samples_otherwise(runs: tuple[Path, Path, Path]) -> None:
     a, _, c = runs
     assert _transcripts(a) != _transcripts(c)
