@@ -14,8 +14,10 @@ Token-in/token-out: the next observation is the previous observation + the exact
 tokens + the rendering of the new messages only, so nothing the model saw or produced is ever
 re-tokenised. When the renderer lacks the extension property (or a compaction is due, see
 ``renderers_ext.CompactingRenderer``) the base re-renders the whole conversation instead and
-records it in the step's metrics (``turngym/rerender``). Single-turn problems are the degenerate
-case: :meth:`ChatEnv.on_message` returns ``Reply(done=True, reward=...)``.
+records it in the step's metrics (``turngym/rerender``). A ``ChatEnv`` honours the rollout
+engine's compaction requests (``rollout.SupportsCompaction``, through
+:meth:`ChatEnv.set_compaction_period`). Single-turn problems are the degenerate case:
+:meth:`ChatEnv.on_message` returns ``Reply(done=True, reward=...)``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tinker_cookbook.rl.types import (
 )
 
 from renderers_ext import (
+    CompactingRenderer,
     extension_expected,
     is_valid_utf8,
     prompt_tokens,
@@ -176,6 +179,18 @@ class ChatEnv(Env):
         if message is not None:
             return await self.on_message(message)
         return Reply(done=True, stop_reason=_FAULT_STOP_REASON[fault])
+
+    # --- compaction seam (rollout.SupportsCompaction) ------------------------------------
+    def set_compaction_period(self, period: int) -> None:
+        """Compact the history every ``period`` assistant turns: the renderer becomes
+        ``CompactingRenderer(renderer, period)`` (a compacting renderer gets the new period).
+        Call before :meth:`initial_observation` (the rollout engine does, at rollout start)."""
+        if self._tokens:
+            raise RuntimeError("set_compaction_period must be called before the episode starts")
+        base = self.renderer.base if isinstance(self.renderer, CompactingRenderer) else self.renderer
+        if isinstance(self.renderer, CompactingRenderer) and self.renderer.period == period:
+            return
+        self.renderer = CompactingRenderer(base, period)
 
     # --- Env -----------------------------------------------------------------------------
     @property

@@ -70,21 +70,30 @@ class CompactingRenderer(Renderer):
         """False: the extension property holds only inside a window (see :meth:`extends_at`)."""
         return False
 
+    @property
+    def extends_within_windows(self) -> bool:
+        """Whether the prompt extends inside each window (the base renderer, with history
+        thinking kept, has the extension property), so the only breaks are compactions."""
+        return self._inner.has_extension_property
+
     def extends_at(self, turn: int, messages: Sequence[Message] | None = None) -> bool:
         """Whether the prompt after ``turn`` completed assistant turns extends the previous one.
 
         Without ``messages``: inside a window only. With the conversation after that turn,
-        a window start whose closing window has no thinking to strip extends too (compacting
-        it changes nothing, so there is no reason to re-render).
+        windows count the conversation's own assistant messages (a few-shot assistant example
+        counts, as it does in :meth:`compact`), and a window start whose closing window has no
+        thinking to strip extends too (compacting it changes nothing, so there is no reason to
+        re-render).
         """
         if not self._inner.has_extension_property:
             return False
-        if turn == 0 or turn % self.period != 0:
-            return True
         if messages is None:
-            return False
-        window = [m for m in messages if m["role"] == "assistant"][turn - self.period : turn]
-        return all(strip_thinking(m) == m for m in window)
+            return turn == 0 or turn % self.period != 0
+        assistant = [m for m in messages if m["role"] == "assistant"]
+        n = len(assistant)
+        if n == 0 or n % self.period != 0:
+            return True
+        return all(strip_thinking(m) == m for m in assistant[n - self.period : n])
 
     def compact(self, messages: list[Message], produced_from: int | None = None) -> list[Message]:
         """The history as this renderer shows it: thinking stripped before the current window.

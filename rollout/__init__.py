@@ -6,6 +6,9 @@ Abstractions:
 - :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
   deadline, the error :class:`Strategy`, global concurrency caps (:class:`Gate`), compaction
   period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
+- :class:`SupportsCompaction`: the seam through which the engine asks an env to compact its
+  history every N turns (``set_compaction_period``); :class:`CompactionUnsupported` when it
+  cannot (see ``rollout._compaction``).
 - :class:`RolloutEngine`: ``run_batch`` (all groups, in order), ``stream`` (groups as they
   finish), ``run_group``, ``run_episode``. Built on anyio task groups; nothing outlives a call.
 - Results are the cookbook's own ``Trajectory`` / ``TrajectoryGroup`` (with ``rollout_errors``),
@@ -60,6 +63,14 @@ cookbook's modules.
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
 
 from rollout._budget import effective_limits
+from rollout._compaction import (
+    LOG_COMPACTION,
+    METRIC_COMPACTION,
+    METRIC_COMPACTION_UNSUPPORTED,
+    CompactionUnsupported,
+    SupportsCompaction,
+    apply_compaction,
+)
 from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
 from rollout._datums import (
     Assembled,
@@ -87,17 +98,21 @@ from rollout._results import (
     StepTimeout,
     TrajectoryStats,
 )
-from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, apply_compaction, run_episode
+from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, run_episode
 from rollout._strategy import run_group
 
 __all__ = [
+    "LOG_COMPACTION",
     "LOG_EXT_BREAK",
+    "METRIC_COMPACTION",
+    "METRIC_COMPACTION_UNSUPPORTED",
     "METRIC_EXT_BREAK",
     "AdvantageConfig",
     "Assembled",
     "BatchAborted",
     "BatchResult",
     "CleanupTimeout",
+    "CompactionUnsupported",
     "EngineConfig",
     "ExtensionBreak",
     "ExtensionCheck",
@@ -114,6 +129,7 @@ __all__ = [
     "StepTimeout",
     "Strategy",
     "StrategyKind",
+    "SupportsCompaction",
     "TrajectoryStats",
     "apply_compaction",
     "assemble",

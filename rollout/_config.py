@@ -143,7 +143,13 @@ class EngineConfig:
     max_concurrent_groups: int | None = None
     """Cap on groups running at once (``None``: all groups of a batch start together)."""
     compaction_period: int | None = None
-    """Wrap every ``envs.core.ChatEnv``'s renderer in ``CompactingRenderer(renderer, period)``."""
+    """Ask every env to compact its history every this many assistant turns (strip earlier
+    thinking once per window), through :class:`rollout.SupportsCompaction` at rollout start.
+    ``None``: leave envs as they are."""
+    compaction_required: bool = True
+    """When an env cannot compact (no ``set_compaction_period``): True fails its rollout with
+    :class:`rollout.CompactionUnsupported`; False runs it uncompacted, logs a warning once per env
+    type and counts it (``rollout/compaction_unsupported``)."""
     extension_check: ExtensionCheck = ExtensionCheck.FULL
     """Run-time extension check mode."""
     boundary_window: int = 16

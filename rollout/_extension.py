@@ -18,8 +18,9 @@ What it costs, and why it is cheap:
   throughput; ``BOUNDARY`` only pays off on long contexts.
 - Only on a break does it pay for a diagnosis: the first divergent index and, for *unexpected*
   breaks, the decoded side-by-side from ``renderers_ext.check_extension``. Breaks the renderer
-  announced (``renderers_ext.extension_expected(env.renderer, turn)`` is False: compaction, or a
-  renderer without the extension property) are recorded with their index but not decoded.
+  announced (``renderers_ext.extension_expected(env.renderer, turn, env.messages)`` is False:
+  compaction, or a renderer without the extension property) are recorded with their index but
+  not decoded; those at a ``CompactingRenderer``'s window start are marked as compactions.
 
 The tracker also predicts what datum assembly will produce: the cookbook's
 ``trajectory_to_data`` starts a new datum exactly where the observation stops extending the
@@ -34,7 +35,7 @@ from typing import Any
 import tinker
 from tinker_cookbook.renderers import Renderer
 
-from renderers_ext import check_extension, extension_expected, first_divergence
+from renderers_ext import CompactingRenderer, check_extension, extension_expected, first_divergence
 from rollout._config import ExtensionCheck
 
 FlatOb = list[Any]
@@ -90,8 +91,15 @@ class ExtensionBreak:
     """Decoded tokens around the divergence, expected side (unexpected breaks only)."""
     actual_text: str = ""
     """Decoded tokens around the divergence, observed side (unexpected breaks only)."""
+    compaction: bool = False
+    """A compaction: the env's ``CompactingRenderer`` stripped earlier thinking at a window start."""
 
     def __str__(self) -> str:
+        if self.compaction:
+            return (
+                f"compaction after turn {self.turn}: earlier thinking stripped from the history "
+                f"(prefix kept up to token {self.divergence}; {self.expected_len} -> {self.actual_len} tokens)"
+            )
         kind = "expected" if self.expected else "UNEXPECTED"
         head = (
             f"{kind} extension break after turn {self.turn} at token {self.divergence} "
@@ -200,7 +208,7 @@ class ExtensionTracker:
         """Check ``next_ob`` against the current observation + ``action``; None when it extends.
 
         ``turn`` is the number of completed policy turns; ``env.renderer`` (when the env exposes
-        one) tells expected breaks from unexpected ones.
+        one, with its conversation as ``env.messages``) tells expected breaks from unexpected ones.
         """
         chunks = next_ob.chunks
         if len(chunks) == 1 and type(chunks[0]) is tinker.EncodedTextChunk and type(chunks[0].tokens) is list:
@@ -220,7 +228,7 @@ class ExtensionTracker:
             self._pending = n_new - self._prev_len - len(action)
             self._prev, self._prev_len = new, n_new
             return None
-        brk = self._diagnose(action, new, turn, getattr(env, "renderer", None))
+        brk = self._diagnose(action, new, turn, getattr(env, "renderer", None), getattr(env, "messages", None))
         self.breaks.append(brk)
         self._split = True
         # The new context shares its first ``divergence`` tokens with previous + action.
@@ -228,10 +236,15 @@ class ExtensionTracker:
         self._prev, self._prev_len = new, n_new
         return brk
 
-    def _diagnose(self, action: list[int], new: FlatOb, turn: int, renderer: Any) -> ExtensionBreak:
+    def _diagnose(
+        self, action: list[int], new: FlatOb, turn: int, renderer: Any, messages: Any = None
+    ) -> ExtensionBreak:
         if not isinstance(renderer, Renderer):
             renderer = None
-        expected = renderer is not None and not extension_expected(renderer, turn)
+        if not isinstance(messages, list):
+            messages = None
+        expected = renderer is not None and not extension_expected(renderer, turn, messages)
+        compaction = expected and isinstance(renderer, CompactingRenderer) and renderer.extends_within_windows
         prefix = [*self._prev, *action]
         if expected or renderer is None or not all(isinstance(x, int) for x in [*prefix, *new]):
             div = first_divergence(prefix, new)
@@ -244,6 +257,7 @@ class ExtensionTracker:
                 actual_len=len(new),
                 expected_token=prefix[div] if div < len(prefix) and isinstance(prefix[div], int) else None,
                 actual_token=new[div] if div < len(new) and isinstance(new[div], int) else None,
+                compaction=compaction,
             )
         report = check_extension(list(self._prev), action, list(new), renderer.tokenizer)
         return ExtensionBreak(

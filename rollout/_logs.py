@@ -3,7 +3,8 @@
 Records are built from the engine's outcomes; text is decoded with the tokenizer you pass
 (token ids are written instead when it is None). Each turn shows only what the observation
 *added* since the previous observation + action (the whole observation when it did not extend
-it, flagged ``"rerendered": true``), then the sampled action.
+it, flagged ``"rerendered": true``, and ``"compacted": true`` when that was a periodic
+compaction: earlier thinking stripped), then the sampled action.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from tinker_cookbook.rl.types import Trajectory
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
+from rollout._compaction import METRIC_COMPACTION
 from rollout._extension import flat_tokens
 from rollout._results import BatchResult, GroupOutcome
 
@@ -30,9 +32,11 @@ def _decode(tokens: Sequence[Any], tokenizer: Tokenizer | None) -> str:
 
 
 def decoded_turns(traj: Trajectory, tokenizer: Tokenizer | None) -> list[dict[str, Any]]:
-    """Per transition: added observation text, action text, reward, metrics, logs."""
+    """Per transition: added observation text, action text, reward, metrics, logs, and whether
+    the observation was re-rendered (``rerendered``) by a compaction (``compacted``)."""
     out: list[dict[str, Any]] = []
     prev: list[Any] = []
+    compacted = False  # the previous transition's next observation was a compaction
     for tr in traj.transitions:
         ob = flat_tokens(tr.ob)
         n = len(prev)
@@ -42,6 +46,7 @@ def decoded_turns(traj: Trajectory, tokenizer: Tokenizer | None) -> list[dict[st
             {
                 "observation": _decode(added, tokenizer),
                 "rerendered": bool(n) and not extends,
+                "compacted": compacted and bool(n) and not extends,
                 "action": _decode(tr.ac.tokens, tokenizer),
                 "action_tokens": len(tr.ac.tokens),
                 "stop": tr.ac.stop_reason,
@@ -51,6 +56,7 @@ def decoded_turns(traj: Trajectory, tokenizer: Tokenizer | None) -> list[dict[st
             }
         )
         prev = [*ob, *tr.ac.tokens]
+        compacted = bool(tr.metrics.get(METRIC_COMPACTION))
     return out
 
 
@@ -145,7 +151,13 @@ def render_html(
             for t, turn in enumerate(decoded_turns(traj, tokenizer)):
                 brk = turn["logs"].get("ext_break")
                 note = f"<div class='brk'><pre>{esc(str(brk))}</pre></div>" if brk else ""
-                rer = " <b>(re-rendered)</b>" if turn["rerendered"] else ""
+                rer = (
+                    " <b>(compacted: earlier thinking stripped)</b>"
+                    if turn["compacted"]
+                    else " <b>(re-rendered)</b>"
+                    if turn["rerendered"]
+                    else ""
+                )
                 parts.append(
                     f"<tr><td>{t}</td><td class='ob'>{rer}<pre>{esc(turn['observation'])}</pre></td>"
                     f"<td class='ac'><pre>{esc(turn['action'])}</pre>{note}</td><td>{turn['reward']:.3f}</td></tr>"

@@ -7,7 +7,8 @@ Keys (all floats):
 - ``failures/<ErrorType>`` and ``failures/total``: every failure event (retried attempts too).
 - ``stop/<reason>``: how many kept trajectories ended for each reason.
 - ``traj/turns_mean``, ``traj/datums_per_traj``, ``traj/ext_breaks``,
-  ``traj/ext_breaks_unexpected``, ``traj/sampled_tokens``.
+  ``traj/ext_breaks_unexpected``, ``traj/compactions``, ``traj/compaction_unsupported``
+  (trajectories whose env could not honour a requested compaction), ``traj/sampled_tokens``.
 - ``tokens/unique``, ``tokens/trained``, ``tokens/per_turn`` and
   ``tokens/trained_over_unique`` (1.0 when nothing is trained twice).
 - ``reward/mean``, ``reward/std`` over kept trajectories; ``time/group_s_mean``.
@@ -49,6 +50,8 @@ def summarize(outcomes: Iterable[GroupOutcome]) -> dict[str, float]:
         m["traj/datums_per_traj"] = sum(s.datums for s in stats) / n
     m["traj/ext_breaks"] = float(sum(len(s.breaks) for s in stats))
     m["traj/ext_breaks_unexpected"] = float(sum(s.unexpected_breaks for s in stats))
+    m["traj/compactions"] = float(sum(s.compactions for s in stats))
+    m["traj/compaction_unsupported"] = float(sum(s.compaction_unsupported for s in stats))
     m["traj/sampled_tokens"] = float(sum(s.sampled_tokens for s in stats))
     unique = sum(s.tokens_unique for s in stats)
     trained = sum(s.tokens_trained for s in stats)

@@ -72,11 +72,18 @@ class TrajectoryStats:
     """The trajectory's stop reason (also on ``Trajectory.stop_reason``)."""
     elapsed_s: float
     """Wall-clock time of the (successful) attempt."""
+    compaction_unsupported: bool = False
+    """Compaction was requested but the env could not honour it (the episode ran uncompacted)."""
 
     @property
     def unexpected_breaks(self) -> int:
         """Breaks the env's renderer did not announce: a bug in the env or the renderer."""
         return sum(1 for b in self.breaks if not b.expected)
+
+    @property
+    def compactions(self) -> int:
+        """Breaks that were compactions (earlier thinking stripped at a window start)."""
+        return sum(1 for b in self.breaks if b.compaction)
 
     def as_metrics(self) -> dict[str, float]:
         """Numeric metrics under ``rollout/`` (what ``TrajectoryGroup.metrics_G`` carries)."""
@@ -85,6 +92,8 @@ class TrajectoryStats:
             "rollout/sampled_tokens": float(self.sampled_tokens),
             "rollout/ext_breaks": float(len(self.breaks)),
             "rollout/ext_breaks_unexpected": float(self.unexpected_breaks),
+            "rollout/compactions": float(self.compactions),
+            "rollout/compaction_unsupported": float(self.compaction_unsupported),
             "rollout/datums": float(self.datums),
             "rollout/tokens_trained": float(self.tokens_trained),
             "rollout/tokens_unique": float(self.tokens_unique),

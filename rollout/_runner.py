@@ -43,8 +43,13 @@ from tinker_cookbook.rl.types import (
     Transition,
 )
 
-from renderers_ext import CompactingRenderer
 from rollout._budget import cumulative_stop, effective_limits, has_token_budget, per_call_max_tokens
+from rollout._compaction import (
+    LOG_COMPACTION,
+    METRIC_COMPACTION,
+    METRIC_COMPACTION_UNSUPPORTED,
+    apply_compaction,
+)
 from rollout._config import EngineConfig, ExtensionCheck
 from rollout._extension import ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
@@ -152,20 +157,6 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
     except RuntimeError:
         return None
     return loop if sniffio.current_async_library() == "asyncio" else None
-
-
-def apply_compaction(env: Env, period: int) -> bool:
-    """Wrap a ``ChatEnv``'s renderer in ``CompactingRenderer(renderer, period)``; True if done.
-
-    Other envs are left alone (their observation is not built by our token-in/token-out base,
-    so swapping the renderer would not compact consistently).
-    """
-    from envs.core import ChatEnv  # local: envs is an optional layer above rollout
-
-    if isinstance(env, ChatEnv) and not isinstance(env.renderer, CompactingRenderer):
-        env.renderer = CompactingRenderer(env.renderer, period)
-        return True
-    return False
 
 
 _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic validation
@@ -367,8 +358,12 @@ async def _loop(
             if tracker is not None:
                 brk = tracker.step(tokens, ob, turn, env)
                 if brk is not None:
-                    transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
-                    transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
+                    if brk.compaction:
+                        transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0, METRIC_COMPACTION: 1.0}
+                        transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk), LOG_COMPACTION: str(brk)}
+                    else:
+                        transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
+                        transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
     finally:  # also on the rollout deadline's cancellation
         state.sampled = sampled
         state.turns = turn
@@ -401,19 +396,23 @@ async def run_episode(
 
     The same loop and stop semantics as the cookbook's ``rollout_runner.run_rollout(policy, env,
     limits=...)`` (pinned by ``tests/test_rollout_parity.py``), plus what it lacks: the global
-    gates, the step deadline, the run-time extension check and the :class:`TrajectoryStats`.
-    Limits come from ``config.limits`` (unset fields fall back to the env's own
-    ``rollout_limits``, as in the cookbook). Budget stops and the rollout deadline end the
-    episode gracefully with their ``StopReason``; a sampling/step deadline, a completer or env
-    exception propagates (the group's strategy decides what happens).
+    gates, the step deadline, the run-time extension check, compaction and the
+    :class:`TrajectoryStats`. Limits come from ``config.limits`` (unset fields fall back to the
+    env's own ``rollout_limits``, as in the cookbook). A ``config.compaction_period`` is pushed
+    into the env first (see :class:`rollout.SupportsCompaction`;
+    :class:`rollout.CompactionUnsupported` when the env cannot honour it and
+    ``config.compaction_required``). Budget stops and the rollout deadline end the episode
+    gracefully with their ``StopReason``; a sampling/step deadline, a completer or env exception
+    propagates (the group's strategy decides what happens).
     """
     config = config or EngineConfig()
     t0 = time.monotonic()
     limits = effective_limits(config.limits, env)
     if limits.max_tool_calls is not None:
         _push_tool_call_limit(env, limits.max_tool_calls)
+    unsupported = False
     if config.compaction_period is not None:
-        apply_compaction(env, config.compaction_period)
+        unsupported = not apply_compaction(env, config.compaction_period, required=config.compaction_required)
     state = _State()
     tracker = ExtensionTracker(config.extension_check, config.boundary_window)
     if config.extension_check is ExtensionCheck.OFF:
@@ -435,6 +434,9 @@ async def run_episode(
     if state.truncations and state.transitions:
         last = state.transitions[-1]
         last.metrics = {**last.metrics, TRUNCATION_METRIC_KEY: float(state.truncations)}
+    if unsupported and state.transitions:
+        last = state.transitions[-1]
+        last.metrics = {**last.metrics, METRIC_COMPACTION_UNSUPPORTED: 1.0}
     if tracker_used is not None:
         tracker.close()
     trajectory = Trajectory(transitions=state.transitions, final_ob=state.ob, stop_reason=reason or None)
@@ -442,6 +444,7 @@ async def run_episode(
         turns=state.turns,
         sampled_tokens=state.sampled,
         breaks=tuple(tracker.breaks),
+        compaction_unsupported=unsupported,
         datums=tracker.datums,
         tokens_trained=tracker.tokens_trained,
         tokens_unique=tracker.tokens_unique,

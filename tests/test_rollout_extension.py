@@ -17,7 +17,17 @@ from tinker_cookbook.rl.types import StopReason
 from backend.model import SMOLLM2
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, get_renderer
-from rollout import EngineConfig, ExtensionCheck, RolloutEngine, run_episode
+from rollout import (
+    LOG_COMPACTION,
+    METRIC_COMPACTION,
+    METRIC_COMPACTION_UNSUPPORTED,
+    CompactionUnsupported,
+    ExtensionCheck,
+    EngineConfig,
+    RolloutEngine,
+    SupportsCompaction,
+    run_episode,
+)
 from rollout.testing import ScriptedCompleter
 
 THINK = "<think>\nhmm\n</think>\n\n"
@@ -166,8 +176,9 @@ def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
         assert isinstance(env.renderer, CompactingRenderer) and env.renderer.period == 2
         assert traj.stop_reason == StopReason.COMPLETED and stats.turns == 4
         # windows of 2 turns: the observation after turn 2 strips earlier thinking (one break)
-        assert [(b.turn, b.expected) for b in stats.breaks] == [(2, True)]
-        assert stats.datums == 2
+        assert [(b.turn, b.expected, b.compaction) for b in stats.breaks] == [(2, True, True)]
+        assert stats.datums == 2 and stats.compactions == 1
+        assert traj.transitions[1].metrics[METRIC_COMPACTION] == 1.0
         data = trajectory_to_data(traj, 1.0)
         assert len(data) == stats.datums
         assert sum(d.model_input.length + 1 for d in data) == stats.tokens_trained
@@ -181,19 +192,117 @@ def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
     anyio.run(main)
 
 
-def test_non_chat_envs_are_left_alone_by_compaction():
+class CompactingTwentyQuestions(TwentyQuestionsEnv):
+    """The cookbook's own env, opted in to compaction through the contract (three lines): it
+    re-renders its conversation with ``self.renderer`` every turn."""
+
+    def set_compaction_period(self, period: int) -> None:
+        self.renderer = CompactingRenderer(self.renderer, period)
+
+
+def test_a_cookbook_env_that_opts_in_compacts():
+    renderer = get_renderer("qwen3", SMOLLM2)  # thinking, stripped from history every turn by default
+    texts = [THINK + t for t in ["Is it a fruit?", "Is it red?", "Is it round?", "Is it big?", "Guess: apple"]]
+
+    async def main(config: EngineConfig, env_type: type[TwentyQuestionsEnv]):
+        env = env_type(ScriptedAnswerer("apple"), "apple", renderer)
+        traj, stats = await run_episode(ScriptedCompleter(script=actions(renderer, texts)), env, config)
+        return env, traj, stats
+
+    env, traj, stats = anyio.run(main, EngineConfig(compaction_period=2), CompactingTwentyQuestions)
+    assert isinstance(env.renderer, CompactingRenderer) and env.renderer.period == 2
+    assert traj.stop_reason == StopReason.COMPLETED and stats.turns == 5
+    # windows of two turns: one compaction at each window start (turns 2 and 4), all expected
+    assert [(b.turn, b.expected, b.compaction) for b in stats.breaks] == [(2, True, True), (4, True, True)]
+    assert stats.compactions == 2 and stats.datums == 3
+    marked = [i for i, t in enumerate(traj.transitions) if t.metrics.get(METRIC_COMPACTION)]
+    assert marked == [1, 3]  # the transition whose next observation was compacted
+    assert "compaction after turn 2" in str(traj.transitions[1].logs[LOG_COMPACTION])
+    assert len(trajectory_to_data(traj, 1.0)) == stats.datums
+    # the same env without compaction breaks every turn (qwen3 strips history thinking)
+    _, _, plain = anyio.run(main, EngineConfig(), TwentyQuestionsEnv)
+    assert plain.datums == 5 and plain.compactions == 0
+    assert stats.tokens_trained < plain.tokens_trained
+
+
+def test_an_env_that_cannot_compact_gets_a_clear_refusal():
     renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    policy = ScriptedCompleter(script=actions(renderer, ["Guess: apple"]))
 
     async def main():
         env = TwentyQuestionsEnv(ScriptedAnswerer("apple"), "apple", renderer)
-        await run_episode(
-            ScriptedCompleter(script=actions(renderer, ["Guess: apple"])),
-            env,
-            EngineConfig(compaction_period=2),
-        )
-        assert env.renderer is renderer
+        with pytest.raises(CompactionUnsupported, match="TwentyQuestionsEnv cannot compact"):
+            await run_episode(policy, env, EngineConfig(compaction_period=2))
+        assert policy.calls == 0 and env.renderer is renderer  # refused before the first sample
 
     anyio.run(main)
+
+
+def test_a_refused_compaction_fails_the_group_with_its_reason():
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    result, answerer = twenty_questions_batch(
+        renderer, ["Guess: apple"], num_envs=2, config=EngineConfig(compaction_period=2)
+    )
+    (o,) = result.outcomes
+    assert not o.ok and o.failure is not None and answerer.calls == 0
+    assert o.failure.error_type == "CompactionUnsupported"
+    assert "compaction_period=2" in o.failure.error_message
+    assert result.metrics["failures/CompactionUnsupported"] >= 1
+
+
+def test_an_optional_compaction_warns_once_and_counts(caplog):
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    config = EngineConfig(compaction_period=2, compaction_required=False)
+    with caplog.at_level("WARNING", logger="rollout._compaction"):
+        result, _ = twenty_questions_batch(renderer, ["Guess: apple"], num_envs=3, config=config)
+    (o,) = result.outcomes
+    assert o.ok and result.metrics["traj/compaction_unsupported"] == 3
+    assert all(s.compaction_unsupported for s in o.stats)
+    assert all(t.transitions[-1].metrics[METRIC_COMPACTION_UNSUPPORTED] == 1.0 for t in o.group.trajectories_G)  # type: ignore[union-attr]
+    warnings = [r for r in caplog.records if "cannot compact" in r.getMessage()]
+    assert len(warnings) <= 1  # once per env type and process (0 if an earlier test warned)
+
+
+def test_chat_env_compaction_seam_is_idempotent_and_only_before_the_episode():
+    renderer = get_renderer("qwen3", SMOLLM2)
+    env = Guess(renderer)
+    assert isinstance(env, SupportsCompaction)
+    env.set_compaction_period(3)
+    first = env.renderer
+    env.set_compaction_period(3)
+    assert env.renderer is first and isinstance(first, CompactingRenderer) and first.base is renderer
+    env.set_compaction_period(2)
+    assert isinstance(env.renderer, CompactingRenderer) and env.renderer.period == 2
+    assert env.renderer.base is renderer  # re-wrapped, not nested
+    anyio.run(env.initial_observation)
+    with pytest.raises(RuntimeError, match="before the episode starts"):
+        env.set_compaction_period(4)
+
+
+class FewShotGuess(Guess):
+    """``Guess`` with a solved example: one assistant message before the first turn."""
+
+    def initial_messages(self) -> list[Message]:
+        return [
+            {"role": "user", "content": "Example?"},
+            {"role": "assistant", "content": THINK + "example"},
+            {"role": "user", "content": "Go."},
+        ]
+
+
+def test_compaction_windows_count_few_shot_assistant_messages_so_no_break_is_unexpected():
+    renderer = get_renderer("qwen3", SMOLLM2)
+    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+
+    async def main():
+        env = FewShotGuess(renderer)
+        return await run_episode(policy, env, EngineConfig(compaction_period=2))
+
+    _, stats = anyio.run(main)
+    # the conversation's assistant messages are the example + the turns: windows close after
+    # turns 1 and 3 (2 and 4 assistant messages)
+    assert [(b.turn, b.expected, b.compaction) for b in stats.breaks] == [(1, True, True), (3, True, True)]
+    assert stats.unexpected_breaks == 0 and stats.datums == 3
 
 
 def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
@@ -211,3 +320,34 @@ def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
         assert [b.turn for b in stats.breaks] == [1, 2] and stats.unexpected_breaks == 2
         assert "⟦assistant" in stats.breaks[0].expected_text and "⟦player" in stats.breaks[0].actual_text
         assert stats.datums == 3
+
+
+def test_transcripts_show_where_a_compaction_happened():
+    from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
+
+    from rollout import decoded_turns, render_html
+    from training._transcripts import episode_html
+
+    renderer = get_renderer("qwen3", SMOLLM2)
+    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+
+    async def main():
+        return await run_episode(policy, Guess(renderer), EngineConfig(compaction_period=2))
+
+    traj, _ = anyio.run(main)
+    turns = decoded_turns(traj, renderer.tokenizer)
+    assert [t["compacted"] for t in turns] == [False, False, True, False]
+    assert [t["rerendered"] for t in turns] == [False, False, True, False]
+    group = TrajectoryGroup(trajectories_G=[traj], final_rewards_G=[0.0], metrics_G=[{}])
+    page = episode_html(renderer.tokenizer, group, 0)
+    assert page.count("[compacted: earlier thinking stripped]") == 1
+    assert "re-rendered: not an extension" not in page
+    # the engine's HTML too (a group outcome around the trajectory)
+    engine = RolloutEngine(ScriptedCompleter(script=policy.script), EngineConfig(compaction_period=2))
+
+    class OneGuess(EnvGroupBuilder):
+        async def make_envs(self):
+            return [Guess(renderer)]
+
+    result = anyio.run(engine.run_batch, [OneGuess()])
+    assert render_html(result, renderer.tokenizer).count("compacted: earlier thinking stripped") == 1

@@ -3,7 +3,9 @@
 One self-contained HTML file per evaluation, ``transcripts/eval_step<NNNN>.html``: for each
 episode its total reward, whether it won, and per turn the newly observed text (grey), the
 sampled action (blue), the step reward and the env's metrics and logs. An observation that does
-not extend the previous observation + action (an extension break) is shown in full and flagged.
+not extend the previous observation + action (an extension break) is shown in full and flagged;
+a periodic compaction (the engine's ``rollout/compaction`` metric on the turn before: earlier
+thinking stripped from the history) is flagged as such.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from tinker_cookbook.rl.types import TrajectoryGroup
 
+from rollout import METRIC_COMPACTION
 from training._metrics import trajectory_won
 
 _STYLE = """
@@ -24,7 +27,7 @@ body{font-family:system-ui,sans-serif;max-width:60rem;margin:1rem auto;padding:0
 .ep h3{margin:.2rem 0}.win{color:#087f23}.loss{color:#b00020}
 pre{white-space:pre-wrap;word-break:break-word;margin:.2rem 0;padding:.3rem;border-radius:4px}
 .ob{background:#f3f3f3;color:#444}.ac{background:#e8f0fe;color:#0b3d91}
-.meta{font-size:.8rem;color:#666}.break{color:#b00020;font-weight:bold}
+.meta{font-size:.8rem;color:#666}.break{color:#b00020;font-weight:bold}.compact{color:#8a5a00;font-weight:bold}
 """
 
 
@@ -46,12 +49,16 @@ def episode_html(tokenizer: Any, group: TrajectoryGroup, index: int, *, win_metr
         f"{' · stop: ' + html.escape(str(traj.stop_reason)) if traj.stop_reason else ''}</h3>"
     ]
     seen: list[int] = []
+    compacted = False
     for turn, t in enumerate(traj.transitions):
         ob = t.ob.to_ints()
         if ob[: len(seen)] == seen:
             new, flag = ob[len(seen) :], ""
+        elif compacted:
+            new, flag = ob, ' <span class="compact">[compacted: earlier thinking stripped]</span>'
         else:
             new, flag = ob, ' <span class="break">[re-rendered: not an extension]</span>'
+        compacted = bool(t.metrics.get(METRIC_COMPACTION))
         parts.append(f'<div class="meta">turn {turn + 1}{flag}</div>')
         parts.append(f'<pre class="ob">{html.escape(_decode(tokenizer, new))}</pre>')
         parts.append(f'<pre class="ac">{html.escape(_decode(tokenizer, t.ac.tokens))}</pre>')
