@@ -30,3 +30,6 @@ from .datasets import (
 from .datasets import (
     SeededDataset as SeededDataset,
 )
+from .player import (
+    PlayerPolicy as PlayerPolicy,
+)

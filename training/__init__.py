@@ -12,8 +12,11 @@ Abstractions:
 - :func:`train` / :func:`train_async`: run or resume the loop (sample -> datums ->
   ``forward_backward`` + ``optim_step`` -> new sampler), on the local backend or Tinker.
 - :class:`RunSummary`: what a call did (steps, last held-out evaluation, run folder).
-- :data:`WarmStart`, :func:`supervised_warm_start`, :func:`sft_datum`: an optional hook run once
-  on a fresh start, e.g. ``cross_entropy`` steps on scripted transcripts before RL.
+- :class:`WarmStartConfig` (the ``warm_start.*`` keys of every train CLI) and
+  :class:`SupportsScriptedEpisodes` (what an env's dataset builder implements to script the
+  episodes a warm start trains on): a supervised warm start before RL, for any env.
+- :data:`WarmStart`, :func:`supervised_warm_start`, :func:`sft_datum`: the lower-level hook run
+  once on a fresh start, e.g. ``cross_entropy`` steps on hand-made datums before RL.
 
 Run folder (``log_path``): ``config.json``, ``metrics.jsonl`` (one row per step),
 ``eval.jsonl`` (held-out rows, ``eval/`` prefix, ``step`` = updates so far),

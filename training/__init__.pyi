@@ -24,6 +24,9 @@ from ._config import (
 from ._config import (
     LRSchedule as LRSchedule,
 )
+from ._config import (
+    WarmStartConfig as WarmStartConfig,
+)
 from ._loop import (
     RunFolderError as RunFolderError,
 )
@@ -44,6 +47,15 @@ from ._metrics import (
 )
 from ._plot import (
     plot_reward_curve as plot_reward_curve,
+)
+from ._warm_start import (
+    ScriptedEpisode as ScriptedEpisode,
+)
+from ._warm_start import (
+    SupportsScriptedEpisodes as SupportsScriptedEpisodes,
+)
+from ._warm_start import (
+    scripted_datums as scripted_datums,
 )
 from ._warm_start import (
     sft_datum as sft_datum,

@@ -80,7 +80,7 @@ def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog
 
     try:
         summary = train(config)
-    except ConfigError as exc:
+    except ConfigError as exc:  # found once the config meets the env, before the model loads
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -38,6 +38,38 @@ class ConfigError(ValueError):
     policy (the message is one line; the command line exits 2 with it)."""
 
 
+@chz.chz
+class WarmStartConfig:
+    """A supervised warm start before RL, off by default (``warm_start.episodes=0``).
+
+    The env's dataset builder plays ``episodes`` scripted episodes (it must implement
+    ``training.SupportsScriptedEpisodes``), the rollout engine runs them with the run's own
+    rollout settings (renderer, ``compaction_period``, ``max_tokens``), and ``steps``
+    ``cross_entropy`` steps train on the scripted tokens, through the run's training client.
+    Runs once, on a fresh start (a resumed run does not redo it). With ``eval_every > 0`` the
+    held-out split is evaluated right after it (``eval.jsonl`` step 0) and again after RL, and the
+    run's summary reports both.
+    """
+
+    episodes: int = 0
+    """Scripted episodes to play and train on (0: no warm start)."""
+    steps: int = 16
+    """``cross_entropy`` steps."""
+    batch_size: int = 16
+    """Sequences per step."""
+    learning_rate: float = 1e-3
+    """Adam learning rate of the warm start (the other Adam settings are the run's)."""
+    seed: int = 1000
+    """Seed the builder draws the scripted episodes with (keep it apart from the RL data seed)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        _non_negative("warm_start.episodes", self.episodes)
+        _positive("warm_start.steps", self.steps)
+        _positive("warm_start.batch_size", self.batch_size)
+        _positive("warm_start.learning_rate", self.learning_rate)
+
+
 def _positive(name: str, value: float) -> None:
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
@@ -113,6 +145,23 @@ class Config:
     """PPO ratio clip epsilon (``loss_fn=ppo`` only)."""
     remove_constant_reward_groups: bool = True
     """Drop groups whose trajectories all got the same reward (they carry no gradient)."""
+    advantage_normalize_std: bool = False
+    """Divide each group's centred advantages by its reward std (``rollout.AdvantageConfig.normalize_std``)."""
+    advantage_discount: float | None = None
+    """Per-turn discounting: turn ``t`` gets ``G_t - mean_group(G_0)`` with ``G_t`` the return from
+    ``t`` discounted by this factor per turn (``rollout.AdvantageConfig.discount``; None: one
+    scalar per episode, the cookbook's)."""
+
+    # --- rollouts ------------------------------------------------------------------------
+    compaction_period: int = 0
+    """Strip earlier thinking from the history once every this many assistant turns (periodic
+    compaction, ``renderers_ext.CompactingRenderer``): within a window the episode extends and
+    trains as one sequence; each window start re-renders once. The env must support it
+    (``rollout.SupportsCompaction``, as every ``envs.ChatEnv`` does), else the run fails with
+    ``CompactionUnsupported``. 0: never (the renderer as it is)."""
+    warm_start: WarmStartConfig = chz.field(default_factory=WarmStartConfig)
+    """Supervised warm start before RL (``warm_start.episodes=64 warm_start.steps=16``...; see
+    :class:`WarmStartConfig`)."""
 
     # --- sampling ------------------------------------------------------------------------
     max_tokens: int = 64
@@ -185,6 +234,9 @@ class Config:
         _non_negative("time_budget_minutes", self.time_budget_minutes)
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"eval_batches must be >= 1 or None, got {self.eval_batches}")
+        _non_negative("compaction_period", self.compaction_period)
+        if self.advantage_discount is not None and not 0.0 <= self.advantage_discount <= 1.0:
+            raise ValueError(f"advantage_discount must be in [0, 1] or None, got {self.advantage_discount}")
         if not 0 < self.ppo_clip < 1:
             raise ValueError(f"ppo_clip must be in (0, 1), got {self.ppo_clip}")
         if not self.log_path:

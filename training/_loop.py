@@ -33,16 +33,25 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train, compute_post_kl
 from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGroup
 
 from backend.model import register_tokenizers
-from rollout import informative_groups
+from rollout import AdvantageConfig, EngineConfig, SupportsCompaction, informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config, ConfigError
 from training._evaluators import build_evaluators, run_evaluators
-from training._logging import CONFIG_FILE, EVAL_FILE, METRICS_FILE, JsonlLog, read_rows, write_json_atomic
+from training._logging import (
+    CONFIG_FILE,
+    EVAL_FILE,
+    METRICS_FILE,
+    JsonlLog,
+    read_json,
+    read_rows,
+    write_json_atomic,
+)
 from training._metrics import group_metrics
 from training._plot import PLOT_FILE, plot_reward_curve
 from training._progress import ProgressDisplay
-from training._rollouts import SampledBatch, sample_batch, to_datums, without_mask
+from training._rollouts import SampledBatch, rollout_config, sample_batch, to_datums, without_mask
 from training._transcripts import write_transcripts
+from training._warm_start import scripted_warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +78,36 @@ class RunSummary:
     """The last ``eval.jsonl`` row (empty when evaluation is off)."""
     seconds: float = 0.0
     """Wall-clock time of this call."""
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    """The run's warm-start metrics (``warm_start.json``; empty when it had none)."""
+    warm_start_eval: dict[str, Any] = field(default_factory=dict)
+    """The held-out evaluation right after the warm start (``eval.jsonl`` step 0; empty when the
+    run had no warm start or no evaluation)."""
 
     def describe(self) -> str:
-        """A short human-readable report."""
+        """A short human-readable report: the warm start and RL, each with its held-out result."""
         lines = [f"done: steps {self.start_step}..{self.end_step} in {self.seconds / 60:.1f} min"]
-        if self.final_eval:
-            win = self.final_eval.get("eval/win_rate")
-            rew = self.final_eval.get("eval/reward/mean")
+        if self.warm_start:
+            ws = self.warm_start
             lines.append(
-                f"held-out after {self.final_eval.get('step')} steps: win_rate={win:.3f} reward={rew:.3f}"
-                if isinstance(win, float) and isinstance(rew, float)
-                else f"held-out: {self.final_eval}"
+                f"warm start: {int(ws.get('warm_start/episodes', 0))} scripted episodes, "
+                f"{int(ws.get('warm_start/steps', 0))} steps, loss/token "
+                f"{ws.get('warm_start/loss_first', 0.0):.3f} -> {ws.get('warm_start/loss_last', 0.0):.3f}"
             )
+        if self.warm_start_eval:
+            lines.append(f"held-out after the warm start: {_eval_line(self.warm_start_eval)}")
+        if self.final_eval and self.final_eval is not self.warm_start_eval:
+            lines.append(f"held-out after {self.final_eval.get('step')} RL steps: {_eval_line(self.final_eval)}")
         lines.append(f"artifacts: {self.log_path}")
         return "\n".join(lines)
+
+
+def _eval_line(row: dict[str, Any]) -> str:
+    win = row.get("eval/win_rate")
+    rew = row.get("eval/reward/mean")
+    if isinstance(win, float) and isinstance(rew, float):
+        return f"win_rate={win:.3f} reward={rew:.3f}"
+    return str(row)
 
 
 WarmStart = Callable[[Any, Config], Awaitable[dict[str, float]]]
@@ -104,6 +129,44 @@ class _Pending:
             raise self.error
         assert self.result is not None
         return self.result
+
+
+def _sampler_counts(client: Any) -> tuple[int, int] | None:
+    """(prefilled, reused) prompt tokens so far of a local sampler (None on other backends)."""
+    stats = getattr(client, "stats", None)
+    if stats is None or not hasattr(stats, "prefilled_tokens"):
+        return None
+    return int(stats.prefilled_tokens), int(stats.reused_tokens)
+
+
+def _sampler_delta(before: tuple[int, int] | None, client: Any) -> dict[str, float]:
+    """``sampler/prefill_tokens`` (prompt tokens run through the model) and
+    ``sampler/reused_tokens`` (prompt tokens whose KV came from the prefix cache) since ``before``."""
+    after = _sampler_counts(client)
+    if before is None or after is None:
+        return {}
+    return {
+        "sampler/prefill_tokens": float(after[0] - before[0]),
+        "sampler/reused_tokens": float(after[1] - before[1]),
+    }
+
+
+async def _check_compaction(dataset: RLDataset, index: int, period: int) -> None:
+    """Refuse, before any sampling, a ``compaction_period`` the envs cannot honour (makes the envs
+    of the first group of batch ``index``; nothing is sampled or stepped)."""
+    builders = dataset.get_batch(index)
+    if not builders:
+        return
+    try:
+        envs = list(await builders[0].make_envs())
+    finally:
+        await builders[0].cleanup()
+    unable = next((env for env in envs if not isinstance(env, SupportsCompaction)), None)
+    if unable is not None:
+        raise ConfigError(
+            f"compaction_period={period} but {type(unable).__name__} cannot compact "
+            "(no set_compaction_period; see rollout.SupportsCompaction): use compaction_period=0"
+        )
 
 
 def _make_service_client(config: Config, log_path: Path) -> Any:
@@ -300,25 +363,31 @@ class _Run:
         start = record.batch if record is not None else 0
         if record is None:
             ckpt.seed_everything(config.seed)
+        builder = self.builder or config.dataset_builder()
+        warm_start = self.warm_start
+        if warm_start is None and config.warm_start.episodes > 0 and record is None:
+            # refused here, before the model loads, when the builder cannot script episodes
+            warm_start = scripted_warm_start(builder, config, self._rollout_config())
         write_json_atomic(log_path / CONFIG_FILE, config.to_json())
 
         register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
         await self._make_training_client(service, record)
         self.tokenizer = self.training_client.get_tokenizer()
-        builder = self.builder or config.dataset_builder()
         train_ds, test_ds = await builder()
         end = min(config.max_steps, len(train_ds))
         if start < end:
             logger.info(await check_env_tokenizer(train_ds, start, self.tokenizer))
+        if config.compaction_period and start < end:
+            await _check_compaction(train_ds, start, config.compaction_period)
         print(
             f"[training] {'resuming at step ' + str(start) if record else 'new run'}: {end} steps; artifacts in "
             f"{log_path} (config.json, metrics.jsonl, eval.jsonl, {PLOT_FILE}, {TRANSCRIPTS_DIR}/, "
             f"{ckpt.CHECKPOINTS_FILE}, {LOG_FILE})",
             flush=True,
         )
-        if record is None and self.warm_start is not None:
-            warm = await self.warm_start(self.training_client, config)
+        if record is None and warm_start is not None:
+            warm = await warm_start(self.training_client, config)
             logger.info("warm start: %s", warm)
             write_json_atomic(log_path / WARM_START_FILE, warm)
         await self._refresh_sampler(start)
@@ -359,13 +428,22 @@ class _Run:
                 await self._evaluate(end, test_ds)
         self.display = None
         rows = self.eval_log.rows()
+        warm = read_json(log_path / WARM_START_FILE)
+        after_warm = next((r for r in rows if int(r["step"]) == 0), {}) if warm else {}
+        if after_warm:
+            logger.info("held-out after the warm start: %s", _eval_line(after_warm))
         return RunSummary(
             log_path=log_path,
             start_step=start,
             end_step=end,
             final_eval=rows[-1] if rows else {},
             seconds=time.monotonic() - self.t0,
+            warm_start=warm,
+            warm_start_eval=after_warm,
         )
+
+    def _rollout_config(self) -> EngineConfig:
+        return rollout_config(self.config.max_tokens, compaction_period=self.config.compaction_period)
 
     def _launch(self, tg: Any, dataset: RLDataset, step: int) -> _Pending:
         pending = _Pending()
@@ -374,13 +452,17 @@ class _Run:
 
         async def work() -> None:
             try:
+                before = _sampler_counts(client)
                 pending.result = await sample_batch(
                     builders,
                     client,
                     max_tokens=self.config.max_tokens,
                     temperature=self.config.temperature,
                     sampler_step=version,
+                    compaction_period=self.config.compaction_period,
                 )
+                if self.config.max_steps_off_policy == 0:  # alone on its sampler: exact counts
+                    pending.result.sampler_metrics.update(_sampler_delta(before, client))
             except Exception as exc:  # handed to the waiter, which re-raises it
                 pending.error = exc
             finally:
@@ -415,7 +497,8 @@ class _Run:
         if config.remove_constant_reward_groups:
             groups = informative
         metrics["groups/trained"] = float(len(groups))
-        datums, assembly = to_datums(groups) if groups else ([], {})
+        advantages = AdvantageConfig(normalize_std=config.advantage_normalize_std, discount=config.advantage_discount)
+        datums, assembly = to_datums(groups, advantages) if groups else ([], {})
         metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
         lr = config.lr_at(step)
@@ -451,6 +534,7 @@ class _Run:
         metrics["datums_per_trajectory"] = batch.metrics.get("traj/datums_per_traj", 0.0)
         metrics["extension_breaks"] = batch.metrics.get("traj/ext_breaks", metrics["extension_breaks"])
         metrics["groups/failed"] = float(batch.failed)
+        metrics.update(batch.sampler_metrics)
         return metrics
 
     async def _optimize(self, datums: list[tinker.Datum], lr: float) -> dict[str, float]:
@@ -520,13 +604,16 @@ class _Run:
         t = time.monotonic()
         n_batches = min(len(test_ds), self.config.eval_batches or len(test_ds))
         builders = [b for i in range(n_batches) for b in test_ds.get_batch(i)]
+        before = _sampler_counts(self.sampling_client)
         batch = await sample_batch(
             builders,
             self.sampling_client,
             max_tokens=self.config.max_tokens,
             temperature=self.config.eval_temperature,
             sampler_step=self.sampler_step,
+            compaction_period=self.config.compaction_period,
         )
+        batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)
         metrics["time"] = time.monotonic() - t
         row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})

@@ -44,6 +44,20 @@ class SampledBatch:
     """One line per failed group."""
     metrics: dict[str, float] = field(default_factory=dict)
     """The engine's batch summary (``rollout.summarize`` keys)."""
+    sampler_metrics: dict[str, float] = field(default_factory=dict)
+    """The sampler's own counters for this batch, when it has them (``sampler/prefill_tokens``,
+    ``sampler/reused_tokens`` on the local backend)."""
+
+
+def rollout_config(max_tokens: int, *, compaction_period: int = 0, max_retries: int = 1) -> EngineConfig:
+    """The engine settings of the loop's rollouts (also used to play a warm start's scripted
+    episodes, so they are rendered and split exactly like RL episodes)."""
+    return EngineConfig(
+        limits=RolloutLimits(max_turn_tokens=max_tokens),
+        strategy=Strategy.retry(max_retries) if max_retries else Strategy.fail_fast(),
+        max_concurrent_samples=None,
+        compaction_period=compaction_period or None,
+    )
 
 
 async def sample_batch(
@@ -54,18 +68,17 @@ async def sample_batch(
     temperature: float,
     sampler_step: int,
     max_retries: int = 1,
+    compaction_period: int = 0,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
     A failed rollout is retried on a fresh env (``max_retries`` per group); a group that still
     fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
+    ``compaction_period > 0`` asks every env to compact its history that often
+    (:func:`rollout_config`).
     """
     policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
-    config = EngineConfig(
-        limits=RolloutLimits(max_turn_tokens=max_tokens),
-        strategy=Strategy.retry(max_retries) if max_retries else Strategy.fail_fast(),
-        max_concurrent_samples=None,
-    )
+    config = rollout_config(max_tokens, compaction_period=compaction_period, max_retries=max_retries)
     result = await RolloutEngine(policy, config).run_batch(list(builders))
     kept = [o for o in result.outcomes if o.group is not None]
     failures = [o.failure for o in result.outcomes if o.failure is not None]
@@ -87,13 +100,16 @@ async def sample_batch(
     )
 
 
-def to_datums(groups: Sequence[TrajectoryGroup]) -> tuple[list[tinker.Datum], dict[str, float]]:
-    """Training datums of ``groups`` (group-centred advantages) and assembly metrics.
+def to_datums(
+    groups: Sequence[TrajectoryGroup], advantages: AdvantageConfig | None = None
+) -> tuple[list[tinker.Datum], dict[str, float]]:
+    """Training datums of ``groups`` (group-centred advantages, as ``advantages`` says) and
+    assembly metrics.
 
     Datums keep the ``mask`` input (needed for the KL metrics); strip it with
     :func:`without_mask` before sending them to a trainer.
     """
-    assembled = assemble(list(groups), AdvantageConfig())
+    assembled = assemble(list(groups), advantages or AdvantageConfig())
     return assembled.datums, assembled.metrics
 
 

@@ -1,9 +1,23 @@
-"""Supervised warm starts: a few ``cross_entropy`` steps on fixed transcripts before RL.
+"""Supervised warm starts: a few ``cross_entropy`` steps on scripted episodes before RL.
 
-:func:`sft_datum` turns a token sequence with per-token weights (1 on the assistant's tokens)
-into a next-token datum; :func:`supervised_warm_start` makes a :data:`training.WarmStart` hook
-that trains on such datums through the run's own training client (so the result is in the
-first checkpoint, and a resumed run does not redo it).
+The generic path (the ``warm_start`` key of :class:`training.Config`, any env): the env's
+dataset builder plays scripted episodes (:class:`SupportsScriptedEpisodes`); :func:`scripted_datums`
+runs them through the rollout engine with the run's own rollout settings (so the renderer,
+compaction included, splits them exactly as RL episodes will be split) and makes one
+``cross_entropy`` datum per sequence, weight 1 on the sampled (scripted) tokens; the loop then
+trains on them with :func:`supervised_warm_start`. An env opts in with one method::
+
+    class MyDatasetBuilder(RLDatasetBuilder):
+        async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
+            # n fresh envs (drawn with ``seed``, apart from the RL batches), each with the
+            # scripted policy that plays it (e.g. envs.PlayerPolicy(env, my_player))
+            ...
+
+Lower-level pieces for a hand-made warm start (the ``warm_start=`` hook of :func:`training.train`):
+:func:`sft_datum` turns a token sequence with per-token weights into a next-token datum, and
+:func:`supervised_warm_start` makes a :data:`training.WarmStart` hook that trains on such datums
+through the run's own training client (so the result is in the first checkpoint, and a resumed
+run does not redo it).
 """
 
 from __future__ import annotations
@@ -12,14 +26,47 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import anyio
 import tinker
 import torch
+from tinker_cookbook.completers import TokenCompleter
+from tinker_cookbook.rl.data_processing import trajectory_to_data
+from tinker_cookbook.rl.types import Env
 
+from rollout import EngineConfig, run_episode
+from training._cli import ConfigError
 from training._config import Config
 
 logger = logging.getLogger(__name__)
+
+ScriptedEpisode = tuple[Env, TokenCompleter]
+"""A fresh env and the scripted policy that plays it (token level: a ``TokenCompleter``)."""
+
+
+@runtime_checkable
+class SupportsScriptedEpisodes(Protocol):
+    """A dataset builder that can script episodes for a supervised warm start.
+
+    ``scripted_episodes(n, seed)`` returns ``n`` fresh envs, each with the scripted policy that
+    plays it, drawn with ``seed`` apart from the RL batches (e.g. other problems or other draws
+    of the training split; never the held-out split). The warm start trains on every token the
+    scripted policies produce, so script the behaviour you want the policy to start from.
+    """
+
+    async def scripted_episodes(self, n: int, seed: int) -> Sequence[ScriptedEpisode]:
+        """``n`` (env, scripted policy) pairs drawn with ``seed``."""
+        ...
+
+
+def check_scripted_episodes(builder: object) -> None:
+    """Raise :class:`training.ConfigError` (one line) when ``builder`` cannot script episodes."""
+    if not isinstance(builder, SupportsScriptedEpisodes):
+        raise ConfigError(
+            f"warm_start.episodes > 0 but the dataset builder {type(builder).__name__} cannot script episodes "
+            "(no scripted_episodes method; see training.SupportsScriptedEpisodes)"
+        )
 
 
 def sft_datum(tokens: Sequence[int], weights: Sequence[float]) -> tinker.Datum:
@@ -33,6 +80,48 @@ def sft_datum(tokens: Sequence[int], weights: Sequence[float]) -> tinker.Datum:
             "weights": tinker.TensorData.from_torch(torch.tensor(list(weights[1:]), dtype=torch.float32)),
         },
     )
+
+
+async def scripted_datums(
+    episodes: Sequence[ScriptedEpisode], rollout_config: EngineConfig
+) -> tuple[list[tinker.Datum], dict[str, float]]:
+    """Play ``episodes`` (concurrently) with the rollout engine under ``rollout_config`` and
+    return ``cross_entropy`` datums (one per sequence the cookbook's ``trajectory_to_data``
+    makes of an episode, weight 1 on the scripted tokens) and metrics (``warm_start/``:
+    episodes, datums, trained tokens, mean scripted reward and turns)."""
+    results: list[Any] = [None] * len(episodes)
+
+    async def play(i: int, env: Env, policy: TokenCompleter) -> None:
+        results[i] = await run_episode(policy, env, rollout_config)
+
+    async with anyio.create_task_group() as tg:
+        for i, (env, policy) in enumerate(episodes):
+            tg.start_soon(play, i, env, policy)
+    datums: list[tinker.Datum] = []
+    rewards: list[float] = []
+    turns: list[int] = []
+    for traj, stats in results:
+        rewards.append(sum(t.reward for t in traj.transitions))
+        turns.append(stats.turns)
+        for d in trajectory_to_data(traj, 1.0):
+            datums.append(
+                tinker.Datum(
+                    model_input=d.model_input,
+                    loss_fn_inputs={
+                        "target_tokens": d.loss_fn_inputs["target_tokens"],
+                        "weights": d.loss_fn_inputs["mask"],
+                    },
+                )
+            )
+    n = max(len(results), 1)
+    metrics = {
+        "warm_start/episodes": float(len(results)),
+        "warm_start/datums": float(len(datums)),
+        "warm_start/trained_tokens": float(sum(d.loss_fn_inputs["weights"].to_torch().sum() for d in datums)),
+        "warm_start/scripted_reward": sum(rewards) / n,
+        "warm_start/scripted_turns": sum(turns) / n,
+    }
+    return datums, metrics
 
 
 def supervised_warm_start(
@@ -85,5 +174,30 @@ def supervised_warm_start(
             "warm_start/loss_last": losses[-1] if losses else 0.0,
             "warm_start/seconds": time.monotonic() - t0,
         }
+
+    return warm_start
+
+
+def scripted_warm_start(builder: object, config: Config, rollout_config: EngineConfig) -> Any:
+    """The :data:`training.WarmStart` hook of ``config.warm_start``: play
+    ``config.warm_start.episodes`` scripted episodes of ``builder`` (which must implement
+    :class:`SupportsScriptedEpisodes`) under ``rollout_config``, then train on them."""
+    check_scripted_episodes(builder)
+    keys = config.warm_start
+
+    async def warm_start(training_client: Any, cfg: Config) -> dict[str, float]:
+        t0 = time.monotonic()
+        episodes = await builder.scripted_episodes(keys.episodes, keys.seed)  # type: ignore[attr-defined]
+        datums, played = await scripted_datums(episodes, rollout_config)
+        print(
+            f"[warm start] {len(episodes)} scripted episodes -> {len(datums)} sequences "
+            f"(scripted reward {played['warm_start/scripted_reward']:.3f})",
+            flush=True,
+        )
+        hook = supervised_warm_start(
+            datums, steps=keys.steps, batch_size=keys.batch_size, learning_rate=keys.learning_rate, seed=keys.seed
+        )
+        trained = await hook(training_client, cfg)
+        return {**played, **trained, "warm_start/seconds": time.monotonic() - t0}
 
     return warm_start

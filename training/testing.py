@@ -3,7 +3,9 @@
 Every episode starts from the same few prompt tokens; each of ``turns`` turns the policy samples
 some tokens and earns reward 1 (metric ``win``) when the first sampled token is even, so even a
 random model gets groups with mixed rewards. Observations extend previous observation + action,
-so every trajectory is one datum.
+so every trajectory is one datum. Its builder scripts warm-start episodes
+(``training.SupportsScriptedEpisodes``: a player that always says :data:`SCRIPTED_REPLY`), so
+``warm_start.episodes=8`` works on it too.
 
 ``python -m training.testing model_name=turngym/tiny-random-llama max_steps=2 log_path=/tmp/x``
 runs the real loop on it.
@@ -25,10 +27,13 @@ if TYPE_CHECKING:
 TINY_MODEL = "turngym/tiny-random-llama"
 _PROMPT = [1, 9690, 198]  # "<|im_start|>system\n"-like prefix; any ids work
 _FOLLOW_UP = [2, 198, 1]
+SCRIPTED_REPLY = [100, 102, 2]
+"""What the scripted warm-start player says every turn (an even first token: a win)."""
 
 
 def _make_builder(**kwargs: int) -> RLDatasetBuilder:
     import tinker
+    from tinker_cookbook.completers import TokenCompleter
     from tinker_cookbook.rl.types import (
         Env,
         EnvGroupBuilder,
@@ -104,6 +109,16 @@ def _make_builder(**kwargs: int) -> RLDatasetBuilder:
             train = ParityDataset(self.n_batches, self.batch_size, self.group_size, self.turns, 0)
             test = ParityDataset(1, self.eval_groups, self.group_size, self.turns, 10_000)
             return train, test if self.eval_groups else None
+
+        async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
+            """Warm-start episodes (``training.SupportsScriptedEpisodes``): a player that
+            always opens with an even token, i.e. always wins."""
+            from completers import ScriptedTokenCompleter
+
+            return [
+                (ParityEnv(self.turns, 20_000 + seed + i), ScriptedTokenCompleter([SCRIPTED_REPLY], cycle=True))
+                for i in range(n)
+            ]
 
     return ParityDatasetBuilder(**kwargs)
 

@@ -39,6 +39,7 @@ from enum import StrEnum
 from typing import Any
 
 import chz
+from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
@@ -562,6 +563,40 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             **common,  # type: ignore[arg-type]
         )
         return train, test
+
+    async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
+        """``n`` scripted games for a supervised warm start (``training.SupportsScriptedEpisodes``).
+
+        Training words with candidate lists drawn with ``seed`` (apart from the RL batches), the
+        KB answerer, and a scripted player: :class:`~envs.twenty_questions.HalvingPlayer`
+        (binary search with set questions) when candidates are listed, else
+        :class:`~envs.twenty_questions.KBOptimalPlayer`.
+        """
+        from envs.player import PlayerPolicy
+        from envs.twenty_questions.scripted import HalvingPlayer, KBOptimalPlayer
+
+        pool = TwentyQuestionsDataset(
+            split_words("train"),
+            batch_size=1,
+            group_size=1,
+            answerer=KBAnswerer(),
+            config=self.env,
+            renderer_name=self.renderer_name,
+            model_name=self.model_name_for_tokenizer,
+            seed=seed,
+        )
+        renderer = make_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        episodes: list[tuple[Env, TokenCompleter]] = []
+        for i in range(n):
+            word, candidates = pool.item(i)
+            env = TwentyQuestionsEnv(renderer, word, KBAnswerer(), self.env, candidates)
+            player = (
+                HalvingPlayer(candidates, max_questions=self.env.max_questions)
+                if candidates
+                else KBOptimalPlayer(max_questions=self.env.max_questions)
+            )
+            episodes.append((env, PlayerPolicy(env, player)))
+        return episodes
 
     def make_answerer(self) -> Answerer:
         """The answerer the fields describe (the LLM one samples through ``backend``)."""

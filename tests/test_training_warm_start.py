@@ -1,0 +1,115 @@
+"""The generic warm-start key (``warm_start.*`` of every train CLI) and the rollout keys of
+:class:`training.Config` (``compaction_period``, advantage options), on the toy parity env and the
+tiny random model (seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import chz
+import pytest
+
+import training
+from training._cli import run_cli
+from training.testing import SCRIPTED_REPLY, ToyConfig
+
+
+def _toy(tmp_path: Path, *args: str) -> ToyConfig:
+    return training.parse_config(ToyConfig, [f"log_path={tmp_path}", "progress=false", *args])
+
+
+def test_warm_start_keys_parse_and_bad_ones_are_one_line_errors() -> None:
+    config = training.parse_config(ToyConfig, ["warm_start.episodes=8", "warm_start.steps=3"])
+    assert config.warm_start == training.WarmStartConfig(episodes=8, steps=3)
+    assert training.parse_config(ToyConfig, []).warm_start.episodes == 0  # off by default
+    for bad in ("warm_start.episodez=1", "warm_start.steps=0", "warm_start.learning_rate=-1"):
+        with pytest.raises(training.ConfigError) as info:
+            training.parse_config(ToyConfig, [bad])
+        assert "\n" not in str(info.value)
+    config = training.parse_config(
+        ToyConfig, ["compaction_period=3", "advantage_normalize_std=true", "advantage_discount=0.9"]
+    )
+    assert (config.compaction_period, config.advantage_normalize_std, config.advantage_discount) == (3, True, 0.9)
+    for bad in ("compaction_period=-1", "advantage_discount=1.5"):
+        with pytest.raises(training.ConfigError):
+            training.parse_config(ToyConfig, [bad])
+
+
+def test_warm_start_key_plays_scripted_episodes_then_rl_and_reports_each_stage(tmp_path: Path) -> None:
+    config = _toy(
+        tmp_path,
+        "warm_start.episodes=6",
+        "warm_start.steps=5",
+        "warm_start.batch_size=4",
+        "warm_start.learning_rate=1e-2",
+        "max_steps=1",
+        "eval_every=1",
+    )
+    summary = training.train(config)
+    warm = json.loads((tmp_path / "warm_start.json").read_text())
+    assert summary.warm_start == warm
+    assert warm["warm_start/episodes"] == 6 and warm["warm_start/datums"] == 6  # one sequence each
+    assert warm["warm_start/scripted_reward"] == config.turns  # the scripted player wins every turn
+    assert warm["warm_start/trained_tokens"] == 6 * config.turns * len(SCRIPTED_REPLY)
+    assert warm["warm_start/loss_last"] < warm["warm_start/loss_first"]
+    # held-out after the warm start (step 0) and after RL (step 1), each reported
+    assert summary.warm_start_eval["step"] == 0 and summary.final_eval["step"] == 1
+    text = summary.describe()
+    assert "warm start: 6 scripted episodes, 5 steps" in text
+    assert "held-out after the warm start: win_rate=" in text and "held-out after 1 RL steps" in text
+    # resuming does not warm-start again, and still reports it
+    again = training.train(_toy(tmp_path, "warm_start.episodes=6", "max_steps=2", "eval_every=1"))
+    assert again.start_step == 1 and again.warm_start == warm
+    assert json.loads((tmp_path / "warm_start.json").read_text()) == warm
+
+
+@chz.chz
+class NoScriptsConfig(ToyConfig):
+    """The toy loop over a builder that cannot script episodes."""
+
+    def dataset_builder(self):  # type: ignore[override]
+        inner = super().dataset_builder()
+
+        class Plain:  # only __call__: no scripted_episodes
+            async def __call__(self):
+                return await inner()
+
+        return Plain()
+
+
+def test_a_warm_start_the_builder_cannot_script_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = run_cli(NoScriptsConfig, [f"log_path={tmp_path}", "warm_start.episodes=4", "progress=false"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot script episodes" in err and "\n" not in err
+    assert not (tmp_path / "config.json").exists()  # refused before anything was written
+
+
+def test_compaction_for_envs_that_cannot_compact_is_refused_before_sampling(tmp_path: Path) -> None:
+    # the parity env builds its own token observations: it has no set_compaction_period
+    with pytest.raises(training.ConfigError, match="compaction_period=2 but ParityEnv cannot compact"):
+        training.train(_toy(tmp_path, "compaction_period=2", "max_steps=1", "eval_every=0"))
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_advantage_keys_reach_datum_assembly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import training._loop as loop
+
+    seen = []
+    real = loop.to_datums
+
+    def spy(groups, advantages=None):  # type: ignore[no-untyped-def]
+        seen.append(advantages)
+        return real(groups, advantages)
+
+    monkeypatch.setattr(loop, "to_datums", spy)
+    training.train(
+        _toy(tmp_path, "advantage_normalize_std=true", "advantage_discount=0.5", "max_steps=2", "eval_every=0")
+    )
+    assert seen and all(a.normalize_std and a.discount == 0.5 for a in seen)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # the local sampler's prefill counters are logged per step
+    assert all(r["sampler/prefill_tokens"] > 0 and "sampler/reused_tokens" in r for r in rows)
