@@ -36,8 +36,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import Env
 
 from rollout import EngineConfig, run_episode
-from training._cli import ConfigError
-from training._config import Config
+from training._config import Config, ConfigError
 
 logger = logging.getLogger(__name__)
 

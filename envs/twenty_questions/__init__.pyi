@@ -31,6 +31,9 @@ from .answerers import (
     ANSWERER_PROMPT as ANSWERER_PROMPT,
 )
 from .answerers import (
+    WRONG_GUESS as WRONG_GUESS,
+)
+from .answerers import (
     Answer as Answer,
 )
 from .answerers import (
@@ -105,17 +108,20 @@ from .env import (
 from .env import (
     player_prompt as player_prompt,
 )
-from .scripted import (
+from .players import (
     FixedPlayer as FixedPlayer,
+)
+from .players import (
+    HalvingPlayer as HalvingPlayer,
+)
+from .players import (
+    KBOptimalPlayer as KBOptimalPlayer,
+)
+from .players import (
+    set_question as set_question,
 )
 from .scripted import (
     GameRecord as GameRecord,
-)
-from .scripted import (
-    HalvingPlayer as HalvingPlayer,
-)
-from .scripted import (
-    KBOptimalPlayer as KBOptimalPlayer,
 )
 from .scripted import (
     play_env as play_env,
@@ -125,9 +131,6 @@ from .scripted import (
 )
 from .scripted import (
     scripted_game as scripted_game,
-)
-from .scripted import (
-    set_question as set_question,
 )
 from .scripted import (
     text_to_action as text_to_action,

@@ -37,6 +37,9 @@ class Answer(StrEnum):
     """The answerer cannot answer (shown to the player as "I can't answer that.")."""
 
 
+WRONG_GUESS = "No, it is not {guess}."
+"""The reply to a wrong guess."""
+
 ANSWER_TEXT: dict[Answer, str] = {
     Answer.YES: "Yes.",
     Answer.NO: "No.",

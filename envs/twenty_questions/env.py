@@ -60,15 +60,13 @@ from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolic
 from envs.datasets import GroupDataset
 from envs.twenty_questions._kb import default_kb
 from envs.twenty_questions._text import TurnKind, classify_turn, same_word, stem
-from envs.twenty_questions.answerers import Answer, Answerer, KBAnswerer, LLMAnswerer
+from envs.twenty_questions.answerers import WRONG_GUESS, Answer, Answerer, KBAnswerer, LLMAnswerer
 from envs.twenty_questions.config import CANDIDATES_SENTENCE, TwentyQuestionsConfig
 from envs.twenty_questions.words import pick_candidates, split_words
 from renderers_ext import get_renderer, recommended_renderer_name
 
 FORMAT_REMINDER = "Please ask one yes/no question, or answer `Guess: <word>`."
 """The reply to a turn that is neither one question nor one guess."""
-WRONG_GUESS = "No, it is not {guess}."
-"""The reply to a wrong guess."""
 
 
 class Metric(StrEnum):
@@ -573,7 +571,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         :class:`~envs.twenty_questions.KBOptimalPlayer`.
         """
         from envs.player import PlayerPolicy
-        from envs.twenty_questions.scripted import HalvingPlayer, KBOptimalPlayer
+        from envs.twenty_questions.players import HalvingPlayer, KBOptimalPlayer
 
         pool = TwentyQuestionsDataset(
             split_words("train"),
