@@ -60,6 +60,7 @@ EXPLORE: dict[str, bool] = {
     "test_env_core_properties": True,
     "test_rollout_properties": True,
     "test_rollout_datums": True,
+    "test_compaction_engine": True,
     "test_math_data": True,
     "test_math_calculator": True,
     "test_twenty_questions": True,

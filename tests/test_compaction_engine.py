@@ -32,8 +32,6 @@ from renderers_ext.testing import (
 from rollout import AdvantageConfig, EngineConfig, RolloutEngine, assemble
 from rollout.testing import ScriptedCompleter
 
-pytestmark = pytest.mark.explore  # pure invariants of our engine (no clock, process or model)
-
 QWEN3 = get_renderer("qwen3")  # strips history thinking every turn on its own
 TOK = QWEN3.tokenizer
 

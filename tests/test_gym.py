@@ -4,6 +4,7 @@ seeding, the blocking portal (sync and inside a running loop), rendering and the
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import subprocess
@@ -268,6 +269,7 @@ def _portal_threads() -> set[threading.Thread]:
 def test_close_stops_the_portal_and_is_idempotent() -> None:
     # Compared as sets of threads: a portal of an earlier test's env may still be winding down
     # (and leave) while this runs, so counts alone are flaky on a loaded machine.
+    gc.collect()  # envs earlier tests left unclosed stop their portals when collected: not mid-test
     before = _portal_threads()
     env = TokenEnv(EchoGroup(size=1))
     env.reset(seed=0)
