@@ -70,9 +70,6 @@ from .env import (
     FORMAT_REMINDER as FORMAT_REMINDER,
 )
 from .env import (
-    WRONG_GUESS as WRONG_GUESS,
-)
-from .env import (
     AnswererKind as AnswererKind,
 )
 from .env import (

@@ -579,11 +579,11 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             group_size=1,
             answerer=KBAnswerer(),
             config=self.env,
+            model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
-            model_name=self.model_name_for_tokenizer,
             seed=seed,
         )
-        renderer = make_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):
             word, candidates = pool.item(i)
