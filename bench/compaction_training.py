@@ -1,6 +1,6 @@
 """Periodic compaction in a real training run: a thinking policy trained three ways.
 
-The setting is the math env's thinking series (``env.problems=6 env.thinking=true``: six
+The setting is the math env's thinking series (``env.problems_per_episode=6 env.thinking=true env.fewshot=false``: six
 generated arithmetic problems asked one after another in one conversation, each answered after a
 ``<think>...</think>`` block), on the embedded SmolLM2-135M, offline. Each way runs the same
 command (``python -m envs.math.train`` with the same seed, data, warm start and steps) and differs
@@ -52,7 +52,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 COMMON = {
-    "env.problems": "6",
+    "env.problems_per_episode": "6",
+    "env.fewshot": "false",
     "env.thinking": "true",
     "levels": "1,2",
     "max_tokens": "72",
@@ -75,7 +76,7 @@ COMMON = {
 }
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
-    "max_tokens": "24",
+    "max_tokens": "80",
     "n_test": "4",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",

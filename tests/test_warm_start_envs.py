@@ -19,7 +19,9 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "twenty_questions_learni
 
 
 def test_twenty_questions_scripts_halving_games_identical_to_the_learning_bench() -> None:
-    config = training.parse_config(TwentyQuestionsTrainConfig, ["candidates=8", "max_questions=4", "question_reward=0"])
+    config = training.parse_config(
+        TwentyQuestionsTrainConfig, ["env.candidates=8", "env.max_questions=4", "env.question_reward=0"]
+    )
     builder = config.dataset_builder()
     assert isinstance(builder, training.SupportsScriptedEpisodes)
     episodes = anyio.run(builder.scripted_episodes, 12, 7)

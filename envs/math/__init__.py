@@ -10,7 +10,10 @@
 - Data: :class:`MathProblem`, :func:`generate_problems` (seeded, offline), :func:`load_gsm8k`,
   :func:`load_math`, :func:`load_jsonl`, :func:`load_split`, :func:`check_source` (validate
   before a model loads), :class:`DatasetFormatError`, :class:`Split`.
-- Builders: :class:`MathGroupBuilder`, :class:`MathRLDataset`, :class:`MathDatasetBuilder` (chz).
+- Thinking: :class:`ThinkingSolver` (the scripted solver of warm starts), :func:`reasoning_for`,
+  :func:`has_thinking`, :data:`THINKING_INSTRUCTION`, :data:`THINKING_RENDERER`.
+- Builders: :class:`MathGroupBuilder`, :class:`MathRLDataset`, :class:`MathDatasetBuilder` (chz;
+  scripts warm-start episodes).
 - Entry points: ``python -m envs.math.train`` and ``python -m envs.math.eval``.
 """
 

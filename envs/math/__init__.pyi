@@ -19,6 +19,12 @@ from .calculator import (
     evaluate as evaluate,
 )
 from .config import (
+    THINKING_INSTRUCTION as THINKING_INSTRUCTION,
+)
+from .config import (
+    THINKING_RENDERER as THINKING_RENDERER,
+)
+from .config import (
     CalculatorMode as CalculatorMode,
 )
 from .config import (
@@ -70,7 +76,13 @@ from .env import (
     METRIC_FORMAT as METRIC_FORMAT,
 )
 from .env import (
+    METRIC_THINKING as METRIC_THINKING,
+)
+from .env import (
     MathEnv as MathEnv,
+)
+from .env import (
+    has_thinking as has_thinking,
 )
 from .env import (
     supports_tools as supports_tools,
@@ -98,4 +110,10 @@ from .grading import (
 )
 from .grading import (
     normalize_answer as normalize_answer,
+)
+from .thinking import (
+    ThinkingSolver as ThinkingSolver,
+)
+from .thinking import (
+    reasoning_for as reasoning_for,
 )

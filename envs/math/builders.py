@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import chz
+from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RLDataset, RLDatasetBuilder, Trajectory
 
 from backend.model import SMOLLM2
@@ -30,7 +31,7 @@ class MathGroupBuilder(EnvGroupBuilder):
     """``group_size`` envs on the same problem (GRPO-style group)."""
 
     problem: MathProblem
-    """The problem every env of the group gets."""
+    """The problem every env of the group gets (the first of a series)."""
     config: MathEnvConfig
     """The game."""
     group_size: int
@@ -41,10 +42,17 @@ class MathGroupBuilder(EnvGroupBuilder):
     """Renderer name (see ``renderers_ext.get_renderer``; None: the model's recommended one)."""
     dataset_name: str = "math"
     """Logging tag."""
+    follow_ups: tuple[MathProblem, ...] = ()
+    """The problems asked after :attr:`problem` in a series (``config.problems_per_episode``)."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
-        return [MathEnv(renderer, self.problem, self.config) for _ in range(self.group_size)]
+        renderer = get_renderer(
+            self.config.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer
+        )
+        return [
+            MathEnv(renderer, self.problem, self.config, follow_ups=self.follow_ups)
+            for _ in range(self.group_size)
+        ]
 
     async def compute_group_rewards(
         self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
@@ -57,7 +65,8 @@ class MathGroupBuilder(EnvGroupBuilder):
 
 class MathRLDataset(GroupDataset):
     """Batches of :class:`MathGroupBuilder` (a :class:`~envs.datasets.GroupDataset`: group ``k`` is
-    problem ``k`` of the seeded order, so batch ``i`` is a pure function of ``(problems, seed, i)``).
+    problem ``k`` of the seeded order, so batch ``i`` is a pure function of ``(problems, seed, i)``;
+    in a series, problem ``k`` is followed by problems ``k + 1, k + 2...`` of that order).
 
     Args:
         problems: the problems (order is shuffled once with ``seed`` when ``shuffle``).
@@ -98,15 +107,22 @@ class MathRLDataset(GroupDataset):
         self.renderer_name = renderer_name
         self.dataset_name = dataset_name
 
+    def series(self, index: int) -> tuple[MathProblem, ...]:
+        """The problems of group ``index``: problem ``index`` and its follow-ups (wrapping around)."""
+        n = min(self.config.problems_per_episode, len(self.problems))
+        return tuple(self.problems[(index + k) % len(self.problems)] for k in range(n))
+
     def group(self, index: int) -> MathGroupBuilder:
         """The group of problem ``index`` (in the dataset's order)."""
+        first, *follow_ups = self.series(index)
         return MathGroupBuilder(
-            self.problems[index],
+            first,
             self.config,
             self.group_size,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
             dataset_name=self.dataset_name,
+            follow_ups=tuple(follow_ups),
         )
 
 
@@ -183,3 +199,26 @@ class MathDatasetBuilder(RLDatasetBuilder):
 
     async def __call__(self) -> tuple[RLDataset, RLDataset | None]:
         return self.datasets()
+
+    async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
+        """``n`` episodes played by a scripted solver, for a supervised warm start
+        (``training.SupportsScriptedEpisodes``, the ``warm_start.*`` keys of the train CLI).
+
+        Problems of the training split in an order drawn with ``seed`` (never the held-out
+        split), each series as the RL episodes have it, played by :class:`~envs.math.ThinkingSolver`:
+        always right at the first attempt, thinking before the answer when ``env.thinking``.
+        """
+        from envs.math.thinking import ThinkingSolver
+        from envs.player import PlayerPolicy
+
+        problems = load_split(
+            self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels
+        )
+        pool = MathRLDataset(problems, batch_size=1, group_size=1, config=self.env, seed=seed)
+        renderer = get_renderer(self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer)
+        episodes: list[tuple[Env, TokenCompleter]] = []
+        for i in range(n):
+            first, *follow_ups = series = pool.series(i * self.env.problems_per_episode)
+            env = MathEnv(renderer, first, self.env, follow_ups=follow_ups)
+            episodes.append((env, PlayerPolicy(env, ThinkingSolver(series, thinking=self.env.thinking))))
+        return episodes

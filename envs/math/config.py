@@ -14,7 +14,17 @@ import chz
 
 from envs.math.calculator import CalculatorLimits
 
-__all__ = ["CalculatorMode", "EnvPreset", "MathEnvConfig"]
+__all__ = ["THINKING_INSTRUCTION", "THINKING_RENDERER", "CalculatorMode", "EnvPreset", "MathEnvConfig"]
+
+THINKING_INSTRUCTION = (
+    " Think step by step inside <think> </think>, then write your final answer in \\boxed{}."
+)
+"""Appended to every question in the thinking setting (instead of :attr:`MathEnvConfig.instruction`)."""
+
+THINKING_RENDERER = "qwen3"
+"""The renderer of the thinking setting when none is named: the cookbook's ``qwen3`` (parses
+``<think>`` blocks into thinking parts; strips them from history every turn unless compacted or
+``turngym/qwen3_preserve_thinking`` is named)."""
 
 
 class CalculatorMode(StrEnum):
@@ -77,6 +87,14 @@ class MathEnvConfig:
     small models otherwise rarely use the box at all."""
     max_trajectory_tokens: int | None = None
     """Observation length cap of an episode (see :class:`envs.core.EnvLimits`)."""
+    problems_per_episode: int = 1
+    """Problems asked one after another in one conversation (each with ``max_attempts``
+    answers); more than 1 makes long multi-turn episodes. Rewards are averaged over them."""
+    thinking: bool = False
+    """The thinking setting: every question asks for step-by-step thinking inside
+    ``<think> </think>`` before the boxed answer (:data:`THINKING_INSTRUCTION` replaces
+    ``instruction``), the few-shot example thinks, ``math/thinking`` counts the answers with a
+    thinking block, and envs built without a renderer name use :data:`THINKING_RENDERER`."""
 
     @chz.validate
     def _check(self) -> None:
@@ -94,6 +112,8 @@ class MathEnvConfig:
             )
         if self.max_trajectory_tokens is not None and self.max_trajectory_tokens < 1:
             raise ValueError(f"max_trajectory_tokens must be >= 1 or None, got {self.max_trajectory_tokens}")
+        if self.problems_per_episode < 1:
+            raise ValueError(f"problems_per_episode must be >= 1, got {self.problems_per_episode}")
 
     @classmethod
     def preset(cls, name: EnvPreset | str, **overrides: Any) -> MathEnvConfig:
@@ -107,6 +127,17 @@ class MathEnvConfig:
 
     @property
     def max_turns(self) -> int:
-        """Assistant turns an episode can take (attempts + calculator calls + one spare)."""
+        """Assistant turns an episode can take (attempts of every problem + calculator calls + one spare)."""
         calls = self.max_calculator_calls + 1 if self.calculator_mode is not CalculatorMode.OFF else 0
-        return self.max_attempts + calls
+        return self.max_attempts * self.problems_per_episode + calls
+
+    @property
+    def question_instruction(self) -> str:
+        """What follows every question: :attr:`instruction`, or :data:`THINKING_INSTRUCTION` when
+        :attr:`thinking`."""
+        return THINKING_INSTRUCTION if self.thinking else self.instruction
+
+    def renderer_name_for(self, renderer_name: str | None) -> str | None:
+        """The renderer envs of this game use: ``renderer_name``, else :data:`THINKING_RENDERER`
+        when :attr:`thinking` (None: the model's recommended one)."""
+        return renderer_name or (THINKING_RENDERER if self.thinking else None)

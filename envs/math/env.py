@@ -9,6 +9,15 @@ One :class:`MathEnv` (a token-in/token-out :class:`envs.core.ChatEnv`) covers th
 - feedback (``max_attempts=k``): a wrong answer gets ``feedback`` as a user message, up to k
   attempts; a correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``; the format
   term applies to every attempt. The whole episode is one token sequence (one datum).
+- a series (``problems_per_episode=k``): k problems asked one after another in one
+  conversation; when a problem is done (correct, or its attempts used up) the next question
+  follows in the same user message as the verdict. Each problem's reward (as above) is divided
+  by k, so an episode's return stays in the single game's range. A faulty reply (cut at
+  ``max_tokens``, unparseable) costs ``format_coef / k`` and counts as an attempt without an
+  answer; the series goes on.
+- thinking (``thinking=True``): the questions ask for ``<think>...</think>`` before the answer;
+  ``math/thinking`` is the fraction of assistant messages with a thinking block (a thinking part
+  once the renderer parsed it, or a literal ``<think>...</think>``).
 - calculator: the model may call a ``calculator`` tool, in the renderer's own tool-call format
   when it has one (``CalculatorMode.TOOL``), else by writing ``<calc>expression</calc>``
   (``CalculatorMode.TAG``); the result comes back as a tool message (a user message with
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
 
@@ -36,6 +46,7 @@ __all__ = [
     "METRIC_ATTEMPTS",
     "METRIC_CORRECT",
     "METRIC_FORMAT",
+    "METRIC_THINKING",
     "CalculatorMode",
     "EnvPreset",
     "MathEnv",
@@ -61,6 +72,8 @@ METRIC_FORMAT = "math/format"
 """Episode metric: fraction of answers that had a ``\\boxed{}``."""
 METRIC_ATTEMPTS = "math/attempts"
 """Episode metric: answers given."""
+METRIC_THINKING = "math/thinking"
+"""Episode metric: fraction of the assistant messages that had a thinking block."""
 
 _CALC_TAG = re.compile(r"<calc>(.*?)</calc>", re.DOTALL)
 
@@ -80,15 +93,38 @@ _TAG_INSTRUCTIONS = (
 )
 
 
-def fewshot_messages(instruction: str) -> list[Message]:
-    """The solved example that :attr:`MathEnvConfig.fewshot` puts before the question."""
-    return [
-        {
-            "role": "user",
-            "content": "Tom has 3 boxes with 4 pens in each box. How many pens does he have?" + instruction,
-        },
-        {"role": "assistant", "content": "3 boxes with 4 pens each: 3 * 4 = 12. \\boxed{12}"},
-    ]
+def fewshot_messages(instruction: str, *, thinking: bool = False) -> list[Message]:
+    """The solved example that :attr:`MathEnvConfig.fewshot` puts before the question (with
+    ``thinking``, the reasoning is a thinking part before the boxed answer)."""
+    question: Message = {
+        "role": "user",
+        "content": "Tom has 3 boxes with 4 pens in each box. How many pens does he have?" + instruction,
+    }
+    if thinking:
+        answer: Message = {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "3 boxes with 4 pens each: 3 * 4 = 12."},
+                {"type": "text", "text": "The answer is \\boxed{12}."},
+            ],
+        }
+    else:
+        answer = {"role": "assistant", "content": "3 boxes with 4 pens each: 3 * 4 = 12. \\boxed{12}"}
+    return [question, answer]
+
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+
+def has_thinking(message: Message) -> bool:
+    """Whether ``message`` has a thinking block: a non-empty thinking part, or ``<think>...</think>``
+    in its text."""
+    content = message.get("content")
+    if isinstance(content, list) and any(
+        p.get("type") == "thinking" and str(p.get("thinking", "")).strip() for p in content
+    ):
+        return True
+    return bool(_THINK_BLOCK.search(get_text_content(message)))
 
 
 class MathEnv(ChatEnv):
@@ -97,8 +133,10 @@ class MathEnv(ChatEnv):
     Args:
         renderer: a cookbook renderer.
         problem: the question and reference answer.
-        config: the game (attempts, feedback, calculator, reward shape).
+        config: the game (attempts, feedback, calculator, reward shape, thinking).
         grader: the grader to use (default: the process-wide :func:`default_grader`).
+        follow_ups: the problems asked after ``problem``, in order (a series:
+            ``config.problems_per_episode - 1`` of them; fewer ends the series early).
     """
 
     def __init__(
@@ -108,9 +146,13 @@ class MathEnv(ChatEnv):
         config: MathEnvConfig | None = None,
         *,
         grader: Grader | None = None,
+        follow_ups: Sequence[MathProblem] = (),
     ):
         self.config = config or MathEnvConfig()
-        penalty = FaultPolicy(reward=-self.config.format_coef)
+        series = self.config.problems_per_episode
+        # a faulty reply (cut, unparseable) costs the format term; in a series it is graded as an
+        # attempt without an answer and the series goes on, so one cut turn does not end it
+        penalty = FaultPolicy(reward=-self.config.format_coef / series, end_episode=series == 1)
         super().__init__(
             renderer,
             limits=EnvLimits(
@@ -118,7 +160,16 @@ class MathEnv(ChatEnv):
             ),
             faults=dict.fromkeys(Fault, penalty),
         )
+        self.problems = (problem, *follow_ups)
+        """Every problem of the episode, in the order they are asked."""
         self.problem = problem
+        """The problem being asked now."""
+        self.solved = 0
+        """Problems answered correctly so far."""
+        self.messages_seen = 0
+        """Assistant messages received."""
+        self.thinking_messages = 0
+        """Assistant messages that had a thinking block."""
         self.grader = grader
         mode = self.config.calculator_mode
         if mode is CalculatorMode.AUTO:
@@ -128,7 +179,8 @@ class MathEnv(ChatEnv):
         self.calculator_mode = mode
         """The resolved calculator mode (never ``AUTO``)."""
         self.attempts = 0
-        """Answers given so far."""
+        """Answers given so far (all problems)."""
+        self._problem_attempts = 0
         self.calculator_calls = 0
         """Calculator calls made so far."""
         self.formatted_attempts = 0
@@ -148,10 +200,15 @@ class MathEnv(ChatEnv):
             if system:
                 prefix = [{"role": "system", "content": system}]
         if self.config.fewshot:
-            prefix += fewshot_messages(self.config.instruction)
-        return [*prefix, {"role": "user", "content": self.problem.question + self.config.instruction}]
+            prefix += fewshot_messages(self.config.question_instruction, thinking=self.config.thinking)
+        return [
+            *prefix,
+            {"role": "user", "content": self.problem.question + self.config.question_instruction},
+        ]
 
     async def on_message(self, message: Message) -> Reply:
+        self.messages_seen += 1
+        self.thinking_messages += int(has_thinking(message))
         if self.calculator_mode is not CalculatorMode.OFF:
             calls = self._calculator_calls(message)
             if calls:
@@ -161,6 +218,7 @@ class MathEnv(ChatEnv):
     async def _answer(self, text: str) -> Reply:
         cfg = self.config
         self.attempts += 1
+        self._problem_attempts += 1
         boxed = extract_boxed(text)
         formatted = boxed is not None
         self.formatted_attempts += int(formatted)
@@ -169,18 +227,28 @@ class MathEnv(ChatEnv):
         correct = formatted and grade.correct
         reward = cfg.format_coef * (float(formatted) - 1.0)
         if correct:
-            reward += cfg.attempt_decay ** (self.attempts - 1)
+            reward += cfg.attempt_decay ** (self._problem_attempts - 1)
+            self.solved += 1
+        reward /= len(self.problems)
         logs: dict[str, str | int | float] = {
             "reference": self.problem.answer,
             "extracted": boxed if boxed is not None else "<none>",
             "grade": str(grade.status),
         }
-        done = correct or self.attempts >= cfg.max_attempts
-        if done:
+        problem_done = correct or self._problem_attempts >= cfg.max_attempts
+        asked = self.problems.index(self.problem) + 1
+        if problem_done and asked < len(self.problems):
+            verdict = "Correct." if correct else f"Incorrect, the answer was {self.problem.answer}."
+            self.problem = self.problems[asked]
+            self._problem_attempts = 0
+            question = f"{verdict} Next question: {self.problem.question}{cfg.question_instruction}"
+            return Reply(messages=[{"role": "user", "content": question}], reward=reward, logs=logs)
+        if problem_done:
             metrics = {
-                METRIC_CORRECT: float(correct),
+                METRIC_CORRECT: self.solved / len(self.problems),
                 METRIC_FORMAT: self.formatted_attempts / self.attempts,
                 METRIC_ATTEMPTS: float(self.attempts),
+                METRIC_THINKING: self.thinking_messages / max(self.messages_seen, 1),
                 "math/calculator_calls": float(self.calculator_calls),
                 "math/grade_timeout": float(GradeStatus.TIMEOUT in self.grade_statuses),
             }

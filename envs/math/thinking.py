@@ -1,8 +1,8 @@
 """Thinking for the math env: the instruction, and a scripted solver that thinks before it answers.
 
 A small model does not write ``<think>...</think>`` blocks on its own; a short supervised warm
-start on scripted thinking transcripts teaches it (``warm_start.episodes=...`` of
-``python -m envs.math.train``). :class:`ThinkingSolver` is the scripted player of those
+start on scripted thinking transcripts teaches it (``env.thinking=true warm_start.episodes=...``
+of ``python -m envs.math.train``; :meth:`envs.math.MathDatasetBuilder.scripted_episodes`). :class:`ThinkingSolver` is the scripted player of those
 transcripts: for every question it writes a short step-by-step reasoning as a thinking part
 (the renderer frames it as ``<think>\\n...\\n</think>\\n\\n``) and then the answer in
 ``\\boxed{}``. It reads the question from the conversation and takes the answer from the problems
@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Message, get_text_content
 
+from envs.math.config import THINKING_INSTRUCTION
 from envs.math.data import MathProblem
 
 __all__ = ["THINKING_INSTRUCTION", "ThinkingSolver", "reasoning_for"]
 
-THINKING_INSTRUCTION = " Think step by step inside <think> </think>, then write your final answer in \\boxed{}."
-"""Appended to every question in the thinking setting (instead of the plain box instruction)."""
 
 _BINARY = re.compile(r"What is (\d+) ([+\-*]) (\d+)\?")
 
