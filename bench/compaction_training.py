@@ -59,7 +59,7 @@ COMMON = {
     "max_tokens": "80",
     "batch_size": "2",
     "group_size": "2",
-    "n_test": "8",
+    "n_test": "48",
     "eval_batches": "1",
     "eval_temperature": "0",
     "learning_rate": "1e-4",
@@ -77,7 +77,7 @@ COMMON = {
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
     "max_tokens": "80",
-    "n_test": "4",
+    "n_test": "24",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny model, a few minutes, no learning claim")
     parser.add_argument("--period", type=int, default=3, help="compaction period N of the compact way")
     parser.add_argument("--ways", default="kept,compact,strip", help="which ways to run (comma separated)")
-    parser.add_argument("--out", default=None, help="run folder (default runs/bench/compaction_training/<time>)")
+    parser.add_argument(
+        "--out", default=None, help="run folder (default runs/bench/compaction_training/<time>)"
+    )
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides (every way)")
     args = parser.parse_args(argv)
 
@@ -196,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, fig in results.items():
         print(f"{name:<8} " + " ".join(f"{fig.get(k, float('nan')):>15{f}}" for k, _, f in cols))
     print(f"[bench] load average at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
-    (out / "result.json").write_text(json.dumps({"results": results, "load": [load, load_end]}, indent=2) + "\n")
+    (out / "result.json").write_text(
+        json.dumps({"results": results, "load": [load, load_end]}, indent=2) + "\n"
+    )
     if not {"compact", "strip"} <= results.keys():
         return 0
     c, s = results["compact"], results["strip"]

@@ -82,6 +82,18 @@ def test_a_cut_reply_in_a_series_costs_the_format_term_and_the_series_goes_on() 
     assert all(t.reward < 0 for t in traj.transitions)
 
 
+def test_series_episodes_never_share_a_problem() -> None:
+    builder = MathDatasetBuilder(
+        env=MathEnvConfig(problems_per_episode=3), n_train=20, n_test=7, batch_size=2
+    )
+    train, test = builder.datasets()
+    assert train.n_groups == 6 and test is not None and test.n_groups == 2
+    asked = [p.uid for k in range(train.n_groups) for p in train.series(k)]
+    assert len(asked) == len(set(asked)) == 18
+    group = train.get_batch(1)[0]
+    assert (group.problem, *group.follow_ups) == train.series(2)
+
+
 def test_thinking_envs_default_to_the_thinking_renderer() -> None:
     thinking = MathDatasetBuilder(env=MathEnvConfig(thinking=True), n_test=0, n_train=4, batch_size=1)
     plain = MathDatasetBuilder(n_test=0, n_train=4, batch_size=1)
@@ -107,7 +119,10 @@ def test_scripted_warm_start_episodes_split_as_the_renderer_and_compaction_say()
         datums, metrics = anyio.run(
             training.scripted_datums, episodes, EngineConfig(compaction_period=period)
         )
-        assert metrics["warm_start/scripted_reward"] == pytest.approx(1.0) and metrics["warm_start/scripted_turns"] == 6
+        assert (
+            metrics["warm_start/scripted_reward"] == pytest.approx(1.0)
+            and metrics["warm_start/scripted_turns"] == 6
+        )
         found[way] = (
             len(datums),
             metrics["warm_start/trained_tokens"],

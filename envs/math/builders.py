@@ -66,7 +66,8 @@ class MathGroupBuilder(EnvGroupBuilder):
 class MathRLDataset(GroupDataset):
     """Batches of :class:`MathGroupBuilder` (a :class:`~envs.datasets.GroupDataset`: group ``k`` is
     problem ``k`` of the seeded order, so batch ``i`` is a pure function of ``(problems, seed, i)``;
-    in a series, problem ``k`` is followed by problems ``k + 1, k + 2...`` of that order).
+    in a series of ``n`` problems per episode, group ``k`` asks problems ``k * n ... k * n + n - 1``
+    of that order, so no two episodes share a problem).
 
     Args:
         problems: the problems (order is shuffled once with ``seed`` when ``shuffle``).
@@ -100,7 +101,9 @@ class MathRLDataset(GroupDataset):
         if shuffle:
             random.Random(f"turngym-math-order:{seed}").shuffle(order)
         self.problems = tuple(problems[i] for i in order)
-        super().__init__(batch_size, len(self.problems))
+        self.series_length = min(config.problems_per_episode, len(self.problems))
+        """Problems per episode (the config's, at most the dataset's)."""
+        super().__init__(batch_size, len(self.problems) // self.series_length)
         self.group_size = group_size
         self.config = config
         self.model_name_for_tokenizer = model_name_for_tokenizer
@@ -108,9 +111,10 @@ class MathRLDataset(GroupDataset):
         self.dataset_name = dataset_name
 
     def series(self, index: int) -> tuple[MathProblem, ...]:
-        """The problems of group ``index``: problem ``index`` and its follow-ups (wrapping around)."""
-        n = min(self.config.problems_per_episode, len(self.problems))
-        return tuple(self.problems[(index + k) % len(self.problems)] for k in range(n))
+        """The problems of group ``index``: ``series_length`` consecutive problems of the order
+        (wrapping around the end)."""
+        n = self.series_length
+        return tuple(self.problems[(index * n + k) % len(self.problems)] for k in range(n))
 
     def group(self, index: int) -> MathGroupBuilder:
         """The group of problem ``index`` (in the dataset's order)."""
@@ -218,7 +222,7 @@ class MathDatasetBuilder(RLDatasetBuilder):
         renderer = get_renderer(self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):
-            first, *follow_ups = series = pool.series(i * self.env.problems_per_episode)
+            first, *follow_ups = series = pool.series(i)
             env = MathEnv(renderer, first, self.env, follow_ups=follow_ups)
             episodes.append((env, PlayerPolicy(env, ThinkingSolver(series, thinking=self.env.thinking))))
         return episodes
