@@ -7,8 +7,15 @@ Abstractions:
   parsed assistant message, return a :class:`Reply`). The base keeps the token history.
 - :class:`Reply`: what the game answers to one assistant message (new messages, reward, done).
 - :class:`Fault`: a defect of a sampled action the base handles before the game sees it
-  (truncated, unparseable, invalid UTF-8, empty); :class:`FaultPolicy` says what each costs.
+  (truncated, unparseable, invalid UTF-8, empty, a malformed tool call); :class:`FaultPolicy`
+  says what each costs.
 - :class:`EnvLimits`: turn and token budgets.
+
+Tool-using games declare their tools (``tools=`` of :class:`ChatEnv`, OpenAI function specs as
+the cookbook's ``ToolSpec``): :meth:`ChatEnv.tool_prompt` renders them in the renderer's own
+format, the game answers ``message["tool_calls"]`` with ``role: "tool"`` messages, and the
+conformance checker draws well-formed and malformed calls to them. A game can also declare
+assistant messages worth drawing (:meth:`ChatEnv.action_messages`, a hypothesis strategy).
 
 Token-in/token-out: the next observation is the previous observation + the exact sampled action
 tokens + the rendering of the new messages only, so nothing the model saw or produced is ever
@@ -22,14 +29,17 @@ engine's compaction requests (``rollout.SupportsCompaction``, through
 
 from __future__ import annotations
 
+import inspect
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import tinker
 from tinker_cookbook.completers import StopCondition
-from tinker_cookbook.renderers import Message, Renderer
+from tinker_cookbook.renderers import Message, Renderer, ToolSpec
+from tinker_cookbook.renderers.base import ParseFailureKind, classify_parse_failure
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     Action,
@@ -52,6 +62,9 @@ from renderers_ext import (
     stop_token_sequences,
 )
 
+if TYPE_CHECKING:  # hypothesis is imported only by envs that declare a strategy
+    from hypothesis.strategies import SearchStrategy
+
 METRIC_RERENDER = "turngym/rerender"
 """1.0 on a step whose next observation was re-rendered in full (no extension)."""
 METRIC_FAULT_PREFIX = "turngym/fault/"
@@ -69,6 +82,11 @@ class Fault(StrEnum):
     """The tokens do not decode to valid UTF-8."""
     MALFORMED = "malformed"
     """The renderer could not parse the tokens into a clean message."""
+    MALFORMED_TOOL_CALL = "malformed_tool_call"
+    """The message ended cleanly but a tool call in it could not be parsed (the renderer's
+    ``unparsed_tool_calls``, e.g. invalid JSON arguments). Unless the game opts in (by
+    overriding :meth:`ChatEnv.on_fault`) it never sees such a message: a policy that does not
+    end the episode answers each malformed call with a ``tool`` error message instead."""
 
 
 _FAULT_STOP_REASON: dict[Fault, StopReason] = {
@@ -76,7 +94,11 @@ _FAULT_STOP_REASON: dict[Fault, StopReason] = {
     Fault.EMPTY: StopReason.PARSE_ERROR,
     Fault.INVALID_UTF8: StopReason.PARSE_ERROR,
     Fault.MALFORMED: StopReason.PARSE_ERROR,
+    Fault.MALFORMED_TOOL_CALL: StopReason.PARSE_ERROR,
 }
+_CLEAN_FAULTS = (None, Fault.TRUNCATED, Fault.MALFORMED_TOOL_CALL)
+"""Faults after which the sampled tokens stay verbatim in the history (the turn ended cleanly,
+or was closed with the end-of-turn token)."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +154,10 @@ def decode_action(renderer: Renderer, action: Action) -> tuple[Message | None, F
         message, termination = renderer.parse_response(list(action))
     except Exception:  # a renderer that raises on garbage is one more malformed parse
         return None, Fault.MALFORMED
-    if not termination.is_clean:
-        return message, Fault.MALFORMED
+    failure = classify_parse_failure(message, termination)
+    if failure is not None:
+        kind, _detail = failure
+        return message, Fault.MALFORMED if kind is ParseFailureKind.STRUCTURAL else Fault.MALFORMED_TOOL_CALL
     return message, None
 
 
@@ -144,6 +168,8 @@ class ChatEnv(Env):
         renderer: a tinker-cookbook renderer (possibly a ``CompactingRenderer``).
         limits: turn and token budgets.
         faults: what a faulty action costs, per :class:`Fault` (missing kinds use the default).
+        tools: the tools the policy may call (``ToolSpec``: name, description, JSON-schema
+            parameters); :meth:`tool_prompt` renders them, the conformance checker draws calls.
     """
 
     def __init__(
@@ -152,10 +178,13 @@ class ChatEnv(Env):
         *,
         limits: EnvLimits | None = None,
         faults: dict[Fault, FaultPolicy] | None = None,
+        tools: Sequence[ToolSpec] = (),
     ):
         self.renderer = renderer
         self.limits = limits or EnvLimits()
         self.faults = faults or {}
+        self.tools: list[ToolSpec] = list(tools)
+        """The tools this game answers (empty for a text-only game)."""
         self.messages: list[Message] = []
         """The conversation as messages (assistant turns as parsed)."""
         self.turn = 0
@@ -174,10 +203,13 @@ class ChatEnv(Env):
         """React to one parsed assistant message."""
 
     async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
-        """Called for a fault whose policy does not end the episode. Default: game as usual
-        when a message could be parsed, else end the episode."""
+        """Called for a fault whose policy does not end the episode. Default: a malformed tool
+        call is answered with a ``tool`` error message per call (the game does not see it);
+        otherwise game as usual when a message could be parsed, else end the episode."""
+        if fault is Fault.MALFORMED_TOOL_CALL and message is not None:
+            return Reply(messages=malformed_tool_call_errors(message))
         if message is not None:
-            return await self.on_message(message)
+            return await _checked_reply(self, "on_message", self.on_message(message))
         return Reply(done=True, stop_reason=_FAULT_STOP_REASON[fault])
 
     # --- compaction seam (rollout.SupportsCompaction) ------------------------------------
@@ -191,6 +223,18 @@ class ChatEnv(Env):
         if isinstance(self.renderer, CompactingRenderer) and self.renderer.period == period:
             return
         self.renderer = CompactingRenderer(base, period)
+
+    def tool_prompt(self, system_prompt: str = "") -> list[Message]:
+        """The messages that declare :attr:`tools` in the renderer's own format (and the system
+        prompt), to start :meth:`initial_messages` with."""
+        if not self.tools:
+            return [{"role": "system", "content": system_prompt}] if system_prompt else []
+        return list(self.renderer.create_conversation_prefix_with_tools(self.tools, system_prompt))
+
+    def action_messages(self) -> SearchStrategy[Message] | None:
+        """Assistant messages worth drawing for this game (a hypothesis strategy), besides the
+        tool calls the checker draws from :attr:`tools`; None (the default) for none."""
+        return None
 
     # --- Env -----------------------------------------------------------------------------
     @property
@@ -236,10 +280,10 @@ class ChatEnv(Env):
             fault_reward = policy.reward
             if policy.end_episode:
                 return self._finish(action, fault_reward, _FAULT_STOP_REASON[fault], metrics)
-            reply = await self.on_fault(fault, message)
+            reply = await _checked_reply(self, "on_fault", self.on_fault(fault, message))
         else:
             assert message is not None
-            reply = await self.on_message(message)
+            reply = await _checked_reply(self, "on_message", self.on_message(message))
         metrics.update(reply.metrics)
         reward = reply.reward + fault_reward
         start = len(self.messages)
@@ -250,7 +294,7 @@ class ChatEnv(Env):
             return self._finish(action, reward, StopReason.MAX_TURNS, metrics, reply)
 
         self.messages.extend(reply.messages)
-        if fault in (None, Fault.TRUNCATED) and extension_expected(self.renderer, self.turn, self.messages):
+        if fault in _CLEAN_FAULTS and extension_expected(self.renderer, self.turn, self.messages):
             # a truncated turn the game plays on is closed with the end-of-turn token(s), as an
             # observation token: the sampled tokens stay verbatim and the prefix still holds
             closed = action + (self._end_of_turn() if fault is Fault.TRUNCATED else [])
@@ -301,3 +345,28 @@ class ChatEnv(Env):
             metrics=metrics,
             logs=dict(reply.logs) if reply else {},
         )
+
+
+def malformed_tool_call_errors(message: Message) -> list[Message]:
+    """One ``tool`` error message per malformed tool call of ``message`` (what the base answers
+    to :attr:`Fault.MALFORMED_TOOL_CALL` when the episode goes on)."""
+    return [
+        {
+            "role": "tool",
+            "content": f"error: malformed tool call, no tool ran ({bad.error[:200]})",
+        }
+        for bad in message.get("unparsed_tool_calls") or []
+    ]
+
+
+async def _checked_reply(env: ChatEnv, method: str, reply: object) -> Reply:
+    """Await a game method's result and say clearly when it is not a :class:`Reply`."""
+    if not inspect.isawaitable(reply):
+        raise TypeError(
+            f"{type(env).__name__}.{method} must be async (async def) and return a Reply, "
+            f"got {type(reply).__name__}"
+        )
+    result = await reply
+    if not isinstance(result, Reply):
+        raise TypeError(f"{type(env).__name__}.{method} must return a Reply, got {type(result).__name__}")
+    return result

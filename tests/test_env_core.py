@@ -388,3 +388,92 @@ def test_env_with_model_input_chunks() -> None:
         assert env.stop_condition == [IM_END]
 
     run(go())
+
+
+# --- tool calls --------------------------------------------------------------------------
+BAD_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"item": "pen",}}\n</tool_call>'
+GOOD_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"item": "pen"}}\n</tool_call>'
+
+
+def test_decode_action_reports_a_malformed_tool_call() -> None:
+    message, fault = decode_action(QWEN, act(BAD_CALL))
+    assert fault is Fault.MALFORMED_TOOL_CALL and message is not None
+    assert message["unparsed_tool_calls"] and "tool_calls" not in message
+    message, fault = decode_action(QWEN, act(GOOD_CALL))
+    assert fault is None and message is not None and message["tool_calls"][0].function.name == "lookup"
+
+
+def test_malformed_tool_call_is_a_fault_the_game_never_sees_by_default() -> None:
+    env = ScriptedEnv(QWEN, [user("hi")], [Reply([user("text")], reward=1.0)])
+
+    async def go():
+        await start(env)
+        r = await env.step(act(BAD_CALL))
+        assert r.episode_done and r.reward == 0.0 and stop_metric(r) == ["stop/parse_error"]
+        assert r.metrics[f"{METRIC_FAULT_PREFIX}malformed_tool_call"] == 1.0
+        assert env.seen == [] and env.faults_seen == []
+
+    run(go())
+
+
+def test_malformed_tool_call_that_does_not_end_gets_a_tool_error_and_keeps_the_prefix() -> None:
+    env = ScriptedEnv(
+        QWEN,
+        [user("hi")],
+        [Reply(done=True, reward=1.0)],
+        faults={Fault.MALFORMED_TOOL_CALL: FaultPolicy(reward=-0.2, end_episode=False)},
+    )
+
+    async def go():
+        ob0 = await start(env)
+        bad = act(BAD_CALL)
+        r = await env.step(bad)
+        assert not r.episode_done and r.reward == pytest.approx(-0.2)
+        assert env.seen == [] and env.faults_seen == [Fault.MALFORMED_TOOL_CALL]
+        assert env.messages[-1]["role"] == "tool" and "malformed tool call" in env.messages[-1]["content"]
+        ob1 = r.next_observation.to_ints()
+        assert check_extension(ob0, bad, ob1, TOK).ok and METRIC_RERENDER not in r.metrics
+        r2 = await env.step(act(GOOD_CALL))  # the game sees the well-formed call
+        assert r2.episode_done and r2.reward == 1.0 and env.seen[0]["tool_calls"]
+
+    run(go())
+
+
+class DictReplyEnv(ChatEnv):
+    def initial_messages(self) -> list[Message]:
+        return [user("hi")]
+
+    async def on_message(self, message: Message) -> Reply:
+        return {"reward": 1.0}  # type: ignore[return-value]
+
+
+class SyncReplyEnv(DictReplyEnv):
+    def on_message(self, message: Message) -> Reply:  # type: ignore[override]
+        return Reply(done=True)
+
+
+@pytest.mark.parametrize(
+    ("env_cls", "message"),
+    [
+        (DictReplyEnv, "DictReplyEnv.on_message must return a Reply, got dict"),
+        (SyncReplyEnv, "SyncReplyEnv.on_message must be async (async def) and return a Reply, got Reply"),
+    ],
+)
+def test_a_wrong_on_message_says_so(env_cls: type[ChatEnv], message: str) -> None:
+    env = env_cls(QWEN)
+
+    async def go():
+        await start(env)
+        with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            await env.step(act("5"))
+
+    run(go())
+
+
+def test_tool_prompt_declares_the_tools_in_the_renderers_format() -> None:
+    spec = {"name": "lookup", "description": "Find an item.", "parameters": {"type": "object"}}
+    env = DictReplyEnv(QWEN, tools=[spec])
+    prompt = env.tool_prompt("Be brief.")
+    assert prompt == QWEN.create_conversation_prefix_with_tools([spec], "Be brief.")
+    assert DictReplyEnv(QWEN).tool_prompt("Be brief.") == [{"role": "system", "content": "Be brief."}]
+    assert env.action_messages() is None

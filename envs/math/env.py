@@ -153,12 +153,16 @@ class MathEnv(ChatEnv):
         # a faulty reply (cut, unparseable) costs the format term; in a series it is graded as an
         # attempt without an answer and the series goes on, so one cut turn does not end it
         penalty = FaultPolicy(reward=-self.config.format_coef / series, end_episode=series == 1)
+        faults = dict.fromkeys(Fault, penalty)
+        # a malformed calculator call is answered with an error result (see _calculate) and counts
+        # against the calculator budget: the game opts in to see it (on_fault below)
+        faults[Fault.MALFORMED_TOOL_CALL] = FaultPolicy(end_episode=False)
         super().__init__(
             renderer,
             limits=EnvLimits(
                 max_turns=self.config.max_turns, max_trajectory_tokens=self.config.max_trajectory_tokens
             ),
-            faults=dict.fromkeys(Fault, penalty),
+            faults=faults,
         )
         self.problems = (problem, *follow_ups)
         """Every problem of the episode, in the order they are asked."""
@@ -205,6 +209,11 @@ class MathEnv(ChatEnv):
             *prefix,
             {"role": "user", "content": self.problem.question + self.config.question_instruction},
         ]
+
+    async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
+        if fault is Fault.MALFORMED_TOOL_CALL and message is not None:
+            return await self.on_message(message)  # _calculator_calls answers the malformed calls
+        return await super().on_fault(fault, message)
 
     async def on_message(self, message: Message) -> Reply:
         self.messages_seen += 1
