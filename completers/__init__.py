@@ -7,7 +7,8 @@
   ``tinker.SamplingClient`` and the local backend's ``LocalSamplingClient`` have, so they serve
   either backend (TurnGym had a copy of them; one is enough).
 - :class:`ScriptedTokenCompleter`, :class:`ScriptedMessageCompleter`: replay fixed replies, with
-  optional delay / raise / hang, for tests of envs and rollouts.
+  optional delay / raise / hang, for tests of envs and rollouts; :class:`ScriptedGroupCompleter`
+  gives each env of a group its own script (replies may be assistant messages with tool calls).
 - :class:`~completers.openai_compat.OpenAICompatibleMessageCompleter` (imported from its module):
   any OpenAI-compatible ``/chat/completions`` endpoint.
 """
@@ -21,12 +22,20 @@ from tinker_cookbook.completers import (
     TokensWithLogprobs,
 )
 
-from completers._scripted import ScriptedMessageCompleter, ScriptedTokenCompleter, ScriptExhaustedError
+from completers._scripted import (
+    ScriptedGroupCompleter,
+    ScriptedMessageCompleter,
+    ScriptedReply,
+    ScriptedTokenCompleter,
+    ScriptExhaustedError,
+)
 
 __all__ = [
     "MessageCompleter",
     "ScriptExhaustedError",
+    "ScriptedGroupCompleter",
     "ScriptedMessageCompleter",
+    "ScriptedReply",
     "ScriptedTokenCompleter",
     "StopCondition",
     "TinkerMessageCompleter",

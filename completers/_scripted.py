@@ -1,14 +1,29 @@
-"""Scripted completers for tests: replay fixed replies with no model."""
+"""Scripted completers for tests and scripted policies: replay fixed replies with no model.
+
+- :class:`ScriptedTokenCompleter`: one script of replies, handed out in call order.
+- :class:`ScriptedGroupCompleter`: one script per env of a group (each call is routed to the
+  conversation it continues), so a group of envs plays in parallel, each its own script.
+- :class:`ScriptedMessageCompleter`: scripted assistant messages for message-level callers.
+
+A token-level reply is a token list, a string (encoded, then the stop token), an assistant
+message (text, thinking, ``tool_calls``; rendered with ``renderers_ext.render_action``) or an
+exception (raised on that call).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import tinker
 from tinker_cookbook import renderers
 from tinker_cookbook.completers import MessageCompleter, StopCondition, TokenCompleter, TokensWithLogprobs
+
+from renderers_ext import render_action
+
+ScriptedReply: TypeAlias = Sequence[int] | str | Mapping[str, Any] | BaseException
+"""One scripted token-level reply: tokens, text, an assistant message or an exception."""
 
 
 class ScriptExhaustedError(RuntimeError):
@@ -19,11 +34,13 @@ class ScriptedTokenCompleter(TokenCompleter):
     """Replays given completions, one per call, as :class:`TokensWithLogprobs`.
 
     Args:
-        replies: token lists, or strings (encoded with ``tokenizer``; ``stop_token`` appended when
-            given, e.g. ``2`` for ``<|im_end|>``). A reply may also be an exception instance,
-            raised on that call.
-        tokenizer: needed when replies are strings.
-        stop_token: appended to string replies (reported ``stop_reason="stop"``).
+        replies: token lists, strings (encoded with ``tokenizer``; ``stop_token`` appended when
+            given, e.g. ``2`` for ``<|im_end|>``), assistant messages (rendered with
+            ``renderer``, end of turn included), or exception instances, raised on that call.
+        tokenizer: needed when replies are strings (default: ``renderer.tokenizer``).
+        stop_token: appended to string replies (reported ``stop_reason="stop"``); default: the
+            renderer's stop token when it stops on one.
+        renderer: needed when replies are messages.
         logprob: logprob reported for every token.
         delay: seconds to ``await asyncio.sleep`` before answering.
         cycle: start over after the last reply instead of raising :class:`ScriptExhaustedError`.
@@ -35,25 +52,16 @@ class ScriptedTokenCompleter(TokenCompleter):
 
     def __init__(
         self,
-        replies: Sequence[Sequence[int] | str | BaseException],
+        replies: Sequence[ScriptedReply],
         tokenizer: Any = None,
         *,
         stop_token: int | None = None,
         logprob: float = -1.0,
         delay: float = 0.0,
         cycle: bool = False,
+        renderer: renderers.Renderer | None = None,
     ) -> None:
-        self._replies: list[list[int] | BaseException] = []
-        for r in replies:
-            if isinstance(r, BaseException):
-                self._replies.append(r)
-            elif isinstance(r, str):
-                if tokenizer is None:
-                    raise ValueError("string replies need a tokenizer")
-                toks = list(tokenizer.encode(r, add_special_tokens=False))
-                self._replies.append(toks + ([stop_token] if stop_token is not None else []))
-            else:
-                self._replies.append([int(t) for t in r])
+        self._replies = _script(replies, tokenizer, stop_token, renderer)
         self.logprob = logprob
         self.delay = delay
         self.cycle = cycle
@@ -82,6 +90,139 @@ class ScriptedTokenCompleter(TokenCompleter):
         return TokensWithLogprobs(
             tokens=tokens, maybe_logprobs=[self.logprob] * len(tokens), stop_reason=reason
         )  # type: ignore[arg-type]
+
+
+def _script(
+    replies: Sequence[ScriptedReply],
+    tokenizer: Any,
+    stop_token: int | None,
+    renderer: renderers.Renderer | None,
+) -> list[list[int] | BaseException]:
+    """Scripted replies as token lists (exceptions kept)."""
+    if tokenizer is None and renderer is not None:
+        tokenizer = renderer.tokenizer
+    if stop_token is None and renderer is not None:
+        stop = renderer.get_stop_sequences()
+        stop_token = stop[0] if stop and isinstance(stop[0], int) else None
+    out: list[list[int] | BaseException] = []
+    for i, r in enumerate(replies):
+        if isinstance(r, BaseException):
+            out.append(r)
+        elif isinstance(r, str):
+            if tokenizer is None:
+                raise ValueError("string replies need a tokenizer (or a renderer)")
+            toks = list(tokenizer.encode(r, add_special_tokens=False))
+            out.append(toks + ([stop_token] if stop_token is not None else []))
+        elif isinstance(r, Mapping):
+            if renderer is None:
+                raise ValueError(f"reply {i} is a message: message replies need a renderer")
+            out.append(render_action(renderer, dict(r)))  # type: ignore[arg-type]
+        else:
+            out.append([int(t) for t in r])
+    return out
+
+
+class _Conversation:
+    """One script of a :class:`ScriptedGroupCompleter` and where its conversation stands."""
+
+    def __init__(self, completer: ScriptedTokenCompleter, initial: list[int]):
+        self.completer = completer
+        self.initial = initial
+        self.expected = initial
+        """The last prompt + the reply given to it: the next prompt of this env starts with it."""
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class ScriptedGroupCompleter(TokenCompleter):
+    """A scripted policy for a group of envs: each env plays its own script.
+
+    Envs of a group sample through one policy, in whatever order their turns interleave. A
+    call is routed to the conversation it continues: its prompt starts with that script's
+    previous prompt + reply (token-in/token-out envs), else, when it starts with a script's
+    first prompt (an env that re-rendered its history), to the closest such conversation. A
+    prompt that continues no conversation starts the next unused script. Identical envs are
+    interchangeable, so scripts are given out in order of first calls.
+
+    Args:
+        scripts: one list of replies per env (see :class:`ScriptedTokenCompleter`).
+        tokenizer, stop_token, renderer, logprob, delay, cycle: as for
+            :class:`ScriptedTokenCompleter`, for every script.
+
+    ``calls`` records ``(script index, prompt tokens)`` of every call.
+    """
+
+    def __init__(
+        self,
+        scripts: Sequence[Sequence[ScriptedReply]],
+        tokenizer: Any = None,
+        *,
+        stop_token: int | None = None,
+        logprob: float = -1.0,
+        delay: float = 0.0,
+        cycle: bool = False,
+        renderer: renderers.Renderer | None = None,
+    ) -> None:
+        self._scripts = [
+            ScriptedTokenCompleter(
+                list(_script(script, tokenizer, stop_token, renderer)),
+                logprob=logprob,
+                delay=delay,
+                cycle=cycle,
+            )
+            for script in scripts
+        ]
+        self._conversations: list[_Conversation] = []
+        self.calls: list[tuple[int, list[int]]] = []
+
+    def _route(self, prompt: list[int]) -> _Conversation:
+        extended = [c for c in self._conversations if prompt[: len(c.expected)] == c.expected]
+        if extended:
+            return max(extended, key=lambda c: len(c.expected))
+        rerendered = [
+            c for c in self._conversations if len(prompt) > len(c.initial) and prompt[: len(c.initial)] == c.initial
+        ]
+        if rerendered:
+            return max(rerendered, key=lambda c: _common_prefix(prompt, c.expected))
+        k = len(self._conversations)
+        if k >= len(self._scripts):
+            raise ScriptExhaustedError(
+                f"ScriptedGroupCompleter has {len(self._scripts)} scripts; a prompt continuing none of "
+                f"their conversations would start script {k + 1}"
+            )
+        conversation = _Conversation(self._scripts[k], prompt)
+        self._conversations.append(conversation)
+        return conversation
+
+    async def __call__(
+        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        """The next reply of the script whose conversation ``model_input`` continues."""
+        prompt = list(model_input.to_ints())
+        conversation = self._route(prompt)
+        self.calls.append((self._conversations.index(conversation), prompt))
+        reply = _reply_preview(conversation.completer)
+        conversation.expected = [*prompt, *(reply[:max_tokens] if max_tokens is not None else reply)]
+        return await conversation.completer(model_input, stop, max_tokens=max_tokens)
+
+
+def _reply_preview(completer: ScriptedTokenCompleter) -> list[int]:
+    """The tokens the completer's next call returns (empty for an exception or an exhausted script)."""
+    i = len(completer.calls)
+    replies = completer._replies
+    if i >= len(replies):
+        if not completer.cycle or not replies:
+            return []
+        i %= len(replies)
+    reply = replies[i]
+    return [] if isinstance(reply, BaseException) else list(reply)
 
 
 class ScriptedMessageCompleter(MessageCompleter):

@@ -4,6 +4,8 @@
   observation + action, and if not, where and how (decoded side by side).
 - :class:`CompactingRenderer`: thinking kept for ``period`` turns, then stripped from history once.
 - :func:`render_continuation`: render only the messages a turn adds (token-in/token-out).
+- :func:`render_action` / :func:`tool_call`: an assistant message (text, thinking, tool calls)
+  as the action tokens a sampler returns, for scripted policies and tests.
 - :func:`stop_overlap` / :func:`stop_token_sequences`: the stop string's tail that is the next
   header (role_colon), dropped once; :func:`is_valid_utf8`: byte-exact UTF-8 check of tokens.
 - :mod:`renderers_ext.testing`: hypothesis strategies and turn/extension helpers for tests.
@@ -26,10 +28,12 @@ from renderers_ext._register import (
 from renderers_ext._render import (
     is_valid_utf8,
     prompt_tokens,
+    render_action,
     render_continuation,
     stop_overlap,
     stop_token_sequences,
     token_bytes,
+    tool_call,
 )
 
 __all__ = [
@@ -47,9 +51,11 @@ __all__ = [
     "prompt_tokens",
     "recommended_renderer_name",
     "register_renderers",
+    "render_action",
     "render_continuation",
     "stop_overlap",
     "stop_token_sequences",
     "strip_thinking",
     "token_bytes",
+    "tool_call",
 ]

@@ -1,16 +1,19 @@
-"""Rendering only the messages a turn adds (the token-in/token-out step).
+"""Rendering only the messages a turn adds (the token-in/token-out step), and actions.
 
 :func:`render_continuation` renders ``messages[start:]`` plus the generation header exactly as
 ``Renderer.build_generation_prompt`` renders them inside the whole conversation, without
-re-rendering (and re-tokenising) anything before ``start``.
+re-rendering (and re-tokenising) anything before ``start``. :func:`render_action` renders an
+assistant message (text, thinking, tool calls) as the tokens a sampler returns for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import tinker
-from tinker_cookbook.renderers import Message, RenderContext, Renderer
+from tinker_cookbook.renderers import Message, RenderContext, Renderer, ToolCall
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
 
@@ -59,6 +62,46 @@ def render_continuation(
     )
     out.extend(renderer._get_generation_suffix(role, suffix_ctx))  # type: ignore[arg-type]
     return out
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | str | None = None, *, call_id: str | None = None) -> ToolCall:
+    """A cookbook ``ToolCall`` of ``name`` with ``arguments`` (a mapping, dumped as JSON, or a
+    JSON string as is)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+    return ToolCall(function=ToolCall.FunctionBody(name=name, arguments=args), id=call_id)
+
+
+def render_action(renderer: Renderer, message: Message, history: Sequence[Message] = ()) -> list[int]:
+    """The tokens a sampler returns for the assistant ``message``, with any renderer.
+
+    ``message`` may hold text, thinking parts and ``tool_calls``; it is rendered as the turn
+    being produced (thinking kept) after ``history``, and followed by the renderer's end of
+    turn (its stop token, or for ``role_colon`` the stop string's overlap), so
+    ``renderer.parse_response`` gives the message back. Use it to script policies and to
+    build actions in tests.
+
+    Raises:
+        ValueError: ``message`` is not an assistant message.
+        tinker_cookbook.exceptions.RendererError: the renderer cannot render it (e.g. tool
+            calls or thinking parts for a renderer without them).
+    """
+    if message["role"] != "assistant":
+        raise ValueError(f"an action is an assistant message, got a {message['role']!r} message")
+    head = [*history, message]
+    idx = len(head) - 1
+    last_user = max((i for i, m in enumerate(head) if m["role"] == "user"), default=-1)
+    ctx = RenderContext(
+        idx=idx,
+        is_last=True,
+        prev_message=head[idx - 1] if idx > 0 else None,
+        last_user_index=last_user,
+        in_last_assistant_turn=True,
+    )
+    rendered = renderer.render_message(message, ctx)
+    tokens = [t for chunk in rendered.output for t in _chunk_tokens(chunk)]
+    if rendered.stop_overlap is not None:
+        tokens.extend(rendered.stop_overlap.tokens)
+    return tokens
 
 
 def prompt_tokens(renderer: Renderer, messages: list[Message]) -> list[int]:

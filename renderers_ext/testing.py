@@ -35,13 +35,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import tinker
 from hypothesis import strategies as st
-from tinker_cookbook.renderers import Message, RenderContext, Renderer
+from tinker_cookbook.renderers import Message, Renderer
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
 from renderers_ext._extension import ExtensionReport, check_extension
-from renderers_ext._render import prompt_tokens, stop_token_sequences
+from renderers_ext._render import prompt_tokens, render_action, stop_token_sequences
 
 __all__ = [
     "ADVERSARIAL_FRAGMENTS",
@@ -306,44 +305,18 @@ def token_actions(
     return body.map(lambda b: b + tail)
 
 
-def _tokens(chunks: Sequence[tinker.ModelInputChunk]) -> list[int]:
-    out: list[int] = []
-    for chunk in chunks:
-        if not isinstance(chunk, tinker.EncodedTextChunk):
-            raise TypeError(f"only text chunks are supported, got {type(chunk).__name__}")
-        out.extend(chunk.tokens)
-    return out
-
-
 def assistant_indices(conversation: Sequence[Message]) -> list[int]:
     """Indices of the assistant messages of ``conversation``."""
     return [i for i, m in enumerate(conversation) if m["role"] == "assistant"]
 
 
 def sampled_action(renderer: Renderer, conversation: Sequence[Message], idx: int) -> list[int]:
-    """The tokens a perfect sampler returns for ``conversation[idx]`` (an assistant message).
-
-    The message is rendered as the produced turn (last message of ``conversation[:idx + 1]``,
-    in the last assistant turn), its output followed by the renderer's ``stop_overlap``
-    (``role_colon`` stops on ``"\\n\\nUser:"``, so ``User:`` is part of the sample).
-    """
+    """The tokens a perfect sampler returns for ``conversation[idx]`` (an assistant message):
+    :func:`renderers_ext.render_action` after ``conversation[:idx]``."""
     message = conversation[idx]
     if message["role"] != "assistant":
         raise ValueError(f"message {idx} is a {message['role']!r} message, not an assistant message")
-    head = list(conversation[: idx + 1])
-    last_user = max((i for i, m in enumerate(head) if m["role"] == "user"), default=-1)
-    ctx = RenderContext(
-        idx=idx,
-        is_last=True,
-        prev_message=head[idx - 1] if idx > 0 else None,
-        last_user_index=last_user,
-        in_last_assistant_turn=True,
-    )
-    rendered = renderer.render_message(message, ctx)
-    tokens = _tokens(rendered.output)
-    if rendered.stop_overlap is not None:
-        tokens.extend(rendered.stop_overlap.tokens)
-    return tokens
+    return render_action(renderer, message, conversation[:idx])
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import pytest
 import tinker
 from backend_fixtures import TINY, encode, make_service
+from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.rl.rollouts import do_group_rollout
+from tinker_cookbook.rl.types import EnvGroupBuilder
 
 from backend import load_tokenizer
 from completers import (
     MessageCompleter,
+    ScriptedGroupCompleter,
     ScriptedMessageCompleter,
     ScriptedTokenCompleter,
     ScriptExhaustedError,
@@ -18,6 +23,8 @@ from completers import (
     TinkerTokenCompleter,
     TokenCompleter,
 )
+from envs import ChatEnv, EnvLimits, Reply
+from renderers_ext import get_renderer, render_action, tool_call
 
 
 def test_scripted_token_completer_replays_texts_and_tokens() -> None:
@@ -36,6 +43,55 @@ def test_scripted_token_completer_replays_texts_and_tokens() -> None:
     with pytest.raises(ScriptExhaustedError):
         asyncio.run(c(p, [2]))
     assert [call[0] for call in c.calls] == [p.to_ints()] * 4
+
+
+class _LookupEnv(ChatEnv):
+    """Answers a ``lookup`` call with a tool message; a text answer ends the episode (reward 1 when
+    it names the count the tool gave)."""
+
+    def __init__(self) -> None:
+        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=4), tools=[_LOOKUP])
+        self.looked_up = False
+
+    def initial_messages(self) -> list[Message]:
+        return [*self.tool_prompt(), {"role": "user", "content": "How many pens are in stock?"}]
+
+    async def on_message(self, message: Message) -> Reply:
+        calls = message.get("tool_calls") or []
+        if calls:
+            self.looked_up = True
+            return Reply(messages=[{"role": "tool", "content": "3", "tool_call_id": calls[0].id or ""}])
+        return Reply(done=True, reward=float(self.looked_up and "3" in get_text_content(message)))
+
+
+_LOOKUP = {"name": "lookup", "description": "Stock of an item.", "parameters": {"type": "object"}}
+
+
+@dataclass(frozen=True)
+class _LookupGroup(EnvGroupBuilder):
+    size: int = 3
+
+    async def make_envs(self) -> list[_LookupEnv]:
+        return [_LookupEnv() for _ in range(self.size)]
+
+
+def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
+    renderer = get_renderer("qwen3_instruct")
+    call = {"role": "assistant", "content": "", "tool_calls": [tool_call("lookup", {"item": "pen"})]}
+    scripts = [
+        [call, "There are 3 pens."],  # looks up, then answers: reward 1
+        ["No idea."],  # answers at once: reward 0
+        [call, {"role": "assistant", "content": "Maybe 5."}],  # looks up, answers wrong: reward 0
+    ]
+    policy = ScriptedGroupCompleter(scripts, renderer=renderer, delay=0.001)
+    group = asyncio.run(do_group_rollout(_LookupGroup(), policy))
+    by_len = sorted(group.trajectories_G, key=lambda t: (len(t.transitions), t.transitions[-1].reward))
+    assert [len(t.transitions) for t in by_len] == [1, 2, 2]
+    assert [t.transitions[-1].reward for t in by_len] == [0.0, 0.0, 1.0]
+    assert sorted(i for i, _ in policy.calls) == [0, 0, 1, 2, 2]
+    assert render_action(renderer, call)[-1] == 2  # ends with <|im_end|>
+    with pytest.raises(ScriptExhaustedError, match="3 scripts"):
+        asyncio.run(do_group_rollout(_LookupGroup(size=4), ScriptedGroupCompleter(scripts, renderer=renderer)))
 
 
 def test_scripted_message_completer_list_callable_delay_hang() -> None:

@@ -41,7 +41,9 @@ PUBLIC_API: dict[str, list[str]] = {
     "completers": [
         "MessageCompleter",
         "ScriptExhaustedError",
+        "ScriptedGroupCompleter",
         "ScriptedMessageCompleter",
+        "ScriptedReply",
         "ScriptedTokenCompleter",
         "StopCondition",
         "TinkerMessageCompleter",
@@ -296,11 +298,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "prompt_tokens",
         "recommended_renderer_name",
         "register_renderers",
+        "render_action",
         "render_continuation",
         "stop_overlap",
         "stop_token_sequences",
         "strip_thinking",
         "token_bytes",
+        "tool_call",
     ],
     "rollout": [
         "AdvantageConfig",
