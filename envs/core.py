@@ -84,7 +84,8 @@ class Fault(StrEnum):
     """The renderer could not parse the tokens into a clean message."""
     MALFORMED_TOOL_CALL = "malformed_tool_call"
     """The message ended cleanly but a tool call in it could not be parsed (the renderer's
-    ``unparsed_tool_calls``, e.g. invalid JSON arguments). Unless the game opts in (by
+    ``unparsed_tool_calls``, e.g. invalid JSON arguments); envs that declare tools only (for
+    the others it is text). Unless the game opts in (by
     overriding :meth:`ChatEnv.on_fault`) it never sees such a message: a policy that does not
     end the episode answers each malformed call with a ``tool`` error message instead."""
 
@@ -144,8 +145,14 @@ class Reply:
     """Why the episode ends, when ``done``."""
 
 
-def decode_action(renderer: Renderer, action: Action) -> tuple[Message | None, Fault | None]:
-    """Parse sampled tokens into a message, or say which :class:`Fault` prevents it."""
+def decode_action(
+    renderer: Renderer, action: Action, *, tool_calls: bool = True
+) -> tuple[Message | None, Fault | None]:
+    """Parse sampled tokens into a message, or say which :class:`Fault` prevents it.
+
+    With ``tool_calls`` (an env that declares tools) a tool call the renderer could not parse
+    is :attr:`Fault.MALFORMED_TOOL_CALL`; without, tool-call-like text is just text.
+    """
     if not action:
         return None, Fault.EMPTY
     if not is_valid_utf8(renderer.tokenizer, action):
@@ -157,7 +164,10 @@ def decode_action(renderer: Renderer, action: Action) -> tuple[Message | None, F
     failure = classify_parse_failure(message, termination)
     if failure is not None:
         kind, _detail = failure
-        return message, Fault.MALFORMED if kind is ParseFailureKind.STRUCTURAL else Fault.MALFORMED_TOOL_CALL
+        if kind is ParseFailureKind.STRUCTURAL:
+            return message, Fault.MALFORMED
+        if tool_calls:
+            return message, Fault.MALFORMED_TOOL_CALL
     return message, None
 
 
@@ -263,7 +273,7 @@ class ChatEnv(Env):
         action = list(action)
         prev_len = len(self._tokens)
         self.turn += 1
-        message, fault = decode_action(self.renderer, action)
+        message, fault = decode_action(self.renderer, action, tool_calls=bool(self.tools))
         # a sample cut by max_tokens lacks its stop token (so it also parses as malformed) and may
         # end mid-character (invalid UTF-8): truncated wins
         if (

@@ -399,12 +399,16 @@ def test_decode_action_reports_a_malformed_tool_call() -> None:
     message, fault = decode_action(QWEN, act(BAD_CALL))
     assert fault is Fault.MALFORMED_TOOL_CALL and message is not None
     assert message["unparsed_tool_calls"] and "tool_calls" not in message
+    assert decode_action(QWEN, act(BAD_CALL), tool_calls=False)[1] is None  # no tools: just text
     message, fault = decode_action(QWEN, act(GOOD_CALL))
     assert fault is None and message is not None and message["tool_calls"][0].function.name == "lookup"
 
 
+TOOL = {"name": "lookup", "description": "Stock of an item.", "parameters": {"type": "object"}}
+
+
 def test_malformed_tool_call_is_a_fault_the_game_never_sees_by_default() -> None:
-    env = ScriptedEnv(QWEN, [user("hi")], [Reply([user("text")], reward=1.0)])
+    env = ScriptedEnv(QWEN, [user("hi")], [Reply([user("text")], reward=1.0)], tools=[TOOL])
 
     async def go():
         await start(env)
@@ -422,6 +426,7 @@ def test_malformed_tool_call_that_does_not_end_gets_a_tool_error_and_keeps_the_p
         [user("hi")],
         [Reply(done=True, reward=1.0)],
         faults={Fault.MALFORMED_TOOL_CALL: FaultPolicy(reward=-0.2, end_episode=False)},
+        tools=[TOOL],
     )
 
     async def go():

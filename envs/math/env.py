@@ -182,6 +182,7 @@ class MathEnv(ChatEnv):
             raise ValueError(f"renderer {type(renderer).__name__} has no tool format; use calculator='tag'")
         self.calculator_mode = mode
         """The resolved calculator mode (never ``AUTO``)."""
+        self.tools = [CALCULATOR_TOOL] if mode is CalculatorMode.TOOL else []
         self.attempts = 0
         """Answers given so far (all problems)."""
         self._problem_attempts = 0
@@ -197,7 +198,7 @@ class MathEnv(ChatEnv):
         system = self.config.system_prompt
         prefix: list[Message] = []
         if self.calculator_mode is CalculatorMode.TOOL:
-            prefix = list(self.renderer.create_conversation_prefix_with_tools([CALCULATOR_TOOL], system))
+            prefix = self.tool_prompt(system)
         else:
             if self.calculator_mode is CalculatorMode.TAG:
                 system = f"{system}\n\n{_TAG_INSTRUCTIONS}".strip()
