@@ -10,7 +10,9 @@ dotted) naming one of:
   returns an ``EnvGroupBuilder`` or an ``Env``.
 
 Prints a table (check, result, detail), or JSON with ``--json``; exits 0 when every check passes,
-1 when one fails, 2 on bad input (one line on stderr).
+1 when one fails or could not run, 2 on bad input (one line on stderr). A check that cannot run
+fails unless ``--allow-skip NAME`` names it; ``--renderer NAME`` supplies the renderer of an env
+that keeps it elsewhere than ``.renderer`` (e.g. some of the cookbook's envs).
 """
 
 from __future__ import annotations
@@ -119,6 +121,18 @@ def _parser() -> argparse.ArgumentParser:
         "--max-steps", type=int, default=64, help="turn budget assumed when the env declares none"
     )
     parser.add_argument("--max-action-tokens", type=int, default=256, help="length of max-length actions")
+    parser.add_argument(
+        "--renderer",
+        metavar="NAME",
+        help="renderer name (e.g. qwen3_instruct) for an env whose renderer is not at .renderer",
+    )
+    parser.add_argument(
+        "--allow-skip",
+        metavar="CHECK",
+        action="append",
+        default=[],
+        help="a check allowed not to run (repeatable), e.g. extension_property",
+    )
     return parser
 
 
@@ -131,13 +145,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) < 0:
             print(f"error: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
+    from envs.checker import CheckConfig, CheckName, check_conformance
+
+    names = [str(c) for c in CheckName]
+    unknown = [c for c in args.allow_skip if c not in names]
+    if unknown:
+        print(f"error: unknown check {unknown[0]!r} for --allow-skip; checks: {', '.join(names)}", file=sys.stderr)
+        return 2
+    renderer = None
+    if args.renderer:
+        from renderers_ext import get_renderer
+
+        try:
+            renderer = get_renderer(args.renderer)
+        except Exception as error:
+            print(f"error: cannot make renderer {args.renderer!r}: {type(error).__name__}: {error}", file=sys.stderr)
+            return 2
     try:
         source = load_target(args.target)
     except TargetError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-    from envs.checker import CheckConfig, check_conformance
 
     config = CheckConfig(
         examples=args.examples,
@@ -145,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         block_threshold_s=args.block_threshold,
         max_steps=args.max_steps,
         max_action_tokens=args.max_action_tokens,
+        renderer=renderer,
+        allow_skip=frozenset(CheckName(c) for c in args.allow_skip),
     )
     report = check_conformance(source, config, target=args.target)
     if args.json:

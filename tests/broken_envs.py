@@ -15,7 +15,15 @@ import tinker
 from tinker_cookbook.completers import StopCondition
 from tinker_cookbook.renderers import Message, get_text_content
 from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
-from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
+from tinker_cookbook.rl.types import (
+    Action,
+    ActionExtra,
+    Env,
+    EnvGroupBuilder,
+    InitialObservationOverflow,
+    Observation,
+    StepResult,
+)
 
 from backend.model import SMOLLM2
 from envs import ChatEnv, EnvLimits, Reply
@@ -176,7 +184,7 @@ class NanRewardGroup(EnvGroupBuilder):
     """Builds one :class:`NanRewardEnv`."""
 
     async def make_envs(self) -> Sequence[Env]:
-        return [NanRewardEnv()]
+        return [NanRewardEnv(max_turns=1)]  # single-turn: the extension check does not apply
 
 
 class EndlessEnv(EchoEnv):
@@ -226,3 +234,72 @@ class HangingGroup(EnvGroupBuilder):
 
     async def make_envs(self) -> Sequence[Env]:
         return [HangingEnv()]
+
+
+# --- an env that keeps its renderer elsewhere --------------------------------------------
+class HiddenRendererEnv(Env):
+    """A correct env that wraps an :class:`EchoEnv` at ``.inner`` (like a cookbook env whose
+    renderer is not at ``.renderer``): the checker finds no tokenizer by itself."""
+
+    def __init__(self) -> None:
+        self.inner = EchoEnv()
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        return self.inner.stop_condition
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        first = await self.inner.initial_observation()
+        assert not isinstance(first, InitialObservationOverflow)
+        return first
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        return await self.inner.step(action, extra=extra)
+
+
+@dataclass(frozen=True)
+class HiddenRendererGroup(EnvGroupBuilder):
+    """Builds two :class:`HiddenRendererEnv` s."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [HiddenRendererEnv(), HiddenRendererEnv()]
+
+
+# --- a tool env ----------------------------------------------------------------------------
+LOOKUP_TOOL = {
+    "name": "lookup",
+    "description": "Number of an item in stock.",
+    "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+}
+
+
+class ToolEnv(ChatEnv):
+    """Answers ``lookup`` calls with a tool message; a text reply ends it (reward 1 when it
+    names the stock after a lookup). ``declare=False`` hides the tool from the checker."""
+
+    def __init__(self, declare: bool = True):
+        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=5), tools=[LOOKUP_TOOL])
+        self.prompt = self.tool_prompt()
+        if not declare:
+            self.tools = []
+        self.looked_up = False
+
+    def initial_messages(self) -> list[Message]:
+        return [*self.prompt, {"role": "user", "content": "How many pens are in stock?"}]
+
+    async def on_message(self, message: Message) -> Reply:
+        calls = message.get("tool_calls") or []
+        if calls:
+            self.looked_up = True
+            return Reply(messages=[{"role": "tool", "content": "3", "tool_call_id": c.id or ""} for c in calls])
+        return Reply(done=True, reward=float(self.looked_up and "3" in get_text_content(message)))
+
+
+@dataclass(frozen=True)
+class ToolGroup(EnvGroupBuilder):
+    """Builds one :class:`ToolEnv`."""
+
+    declare: bool = True
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [ToolEnv(self.declare)]

@@ -7,15 +7,17 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import broken_envs as broken
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tinker_cookbook.renderers import get_text_content
 from tinker_cookbook.rl.types import EnvGroupBuilder, InitialObservationOverflow
 
-from envs import EnvLimits, Fault, FaultPolicy
+from envs import EnvLimits, Fault, FaultPolicy, decode_action
 from envs.check import TargetError, load_target, main
 from envs.checker import (
     ActionKind,
@@ -25,6 +27,7 @@ from envs.checker import (
     check_conformance,
     env_actions,
     invalid_utf8_fragments,
+    tool_call_messages,
 )
 from envs.gym import ENV_IDS, env_source
 from envs.testing import (
@@ -123,7 +126,7 @@ def test_assert_env_conforms_raises_with_the_check_and_tolerates_skips() -> None
     with pytest.raises(AssertionError, match="step_never_raises: step raised IndexError"):
         assert_env_conforms(broken.RaisingGroup(), examples=4)
     report = assert_env_conforms(
-        broken.UnpicklableGroup(), examples=4, skip=(CheckName.PICKLE,), block_threshold_s=5.0
+        broken.UnpicklableGroup(), examples=4, tolerate=(CheckName.PICKLE,), block_threshold_s=5.0
     )
     assert report[CheckName.PICKLE].outcome == Outcome.FAIL
 
@@ -208,15 +211,36 @@ _BY_KIND: dict[ActionKind, st.SearchStrategy[list[int]]] = {}
 _VOCAB = 49157  # len() of the embedded SmolLM2 tokenizer (added tokens included)
 
 
-@settings(max_examples=60, deadline=None)
+LOOKUP = {
+    "name": "lookup",
+    "description": "Stock of an item.",
+    "parameters": {
+        "type": "object",
+        "properties": {"item": {"type": "string"}, "count": {"type": "integer", "minimum": 0}},
+        "required": ["item"],
+    },
+}
+
+
+@settings(max_examples=80, deadline=None)
 @given(data=st.data())
-def test_env_actions_cover_every_kind(tokenizer, data: st.DataObject) -> None:  # type: ignore[no-untyped-def]
+def test_env_actions_cover_every_kind(renderer, data: st.DataObject) -> None:  # type: ignore[no-untyped-def]
+    tokenizer = renderer.tokenizer
     kind = data.draw(st.sampled_from(list(ActionKind)))
     if kind not in _BY_KIND:
-        _BY_KIND[kind] = env_actions(tokenizer, [2], max_length=32, kinds=[kind])
+        _BY_KIND[kind] = env_actions(
+            tokenizer,
+            [2],
+            max_length=32,
+            kinds=[kind],
+            renderer=renderer,
+            tools=[LOOKUP],
+            messages=st.just({"role": "assistant", "content": "my own"}),
+        )
     action = data.draw(_BY_KIND[kind])
     assert all(0 <= t < _VOCAB for t in action)
     assert 2 not in action[:-1]  # a sampler stops at the first stop token
+    message, fault = decode_action(renderer, action)
     if kind == ActionKind.EMPTY:
         assert action == []
     elif kind == ActionKind.STOP_ONLY:
@@ -227,6 +251,28 @@ def test_env_actions_cover_every_kind(tokenizer, data: st.DataObject) -> None:  
         assert "\ufffd" in tokenizer.decode(action) and action[-1] == 2
     elif kind == ActionKind.WELL_FORMED:
         assert action[-1] == 2
+    elif kind == ActionKind.TOOL_CALL:
+        assert fault is None and message is not None and message["tool_calls"]
+    elif kind == ActionKind.MALFORMED_TOOL_CALL:
+        assert fault == Fault.MALFORMED_TOOL_CALL
+    elif kind == ActionKind.MESSAGE:
+        assert fault is None and message is not None and get_text_content(message) == "my own"
+
+
+def test_tool_call_arguments_fit_the_schema_mostly(renderer) -> None:  # type: ignore[no-untyped-def]
+    fits = Counter()
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(message=tool_call_messages([LOOKUP]))
+    def draw(message) -> None:  # type: ignore[no-untyped-def]
+        for call in message["tool_calls"]:
+            args = json.loads(call.function.arguments)
+            ok = call.function.name == "lookup" and isinstance(args.get("item"), str)
+            ok = ok and (not isinstance(args.get("count"), int) or args["count"] >= 0)
+            fits[ok] += 1
+
+    draw()
+    assert fits[True] > fits[False] > 0  # mostly well-shaped, some wrong arguments or tool names
 
 
 def test_invalid_utf8_fragments_are_invalid(tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -263,3 +309,63 @@ def test_env_configs_drive_a_chat_env(limits: EnvLimits, faults: dict[Fault, Fau
         assert result.reward == faults.get(Fault.EMPTY, FaultPolicy()).reward
 
     asyncio.run(play())
+
+
+# --- never vacuous (#17 item 5) ----------------------------------------------------------
+def test_an_env_without_a_visible_renderer_is_not_ok_until_one_is_given() -> None:
+    report = check_conformance(broken.HiddenRendererGroup(), FAST)
+    assert not report.ok and report.actions == 0
+    assert report[CheckName.NO_RAISE].outcome == Outcome.NOT_RUN
+    assert "--renderer NAME" in report[CheckName.NO_RAISE].detail
+    assert "not run" in report.summary()
+    with pytest.raises(AssertionError, match=r"step_never_raises \(not_run\): no tokenizer"):
+        assert_env_conforms(broken.HiddenRendererGroup(), examples=3)
+    given_renderer = assert_env_conforms(
+        broken.HiddenRendererGroup(), examples=4, renderer="qwen3_instruct", block_threshold_s=5.0
+    )
+    assert given_renderer.actions > 0
+    assert given_renderer[CheckName.EXTENSION].outcome == Outcome.PASS  # the given renderer's claim
+
+
+def test_cli_renderer_flag_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["broken_envs:HiddenRendererGroup", "--json", "--examples", "3", "--block-threshold", "5"]
+    assert main(common) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["actions"] == 0
+    assert {r["result"] for r in data["results"] if r["check"] == "step_never_raises"} == {"not_run"}
+    assert main([*common, "--renderer", "qwen3_instruct"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main([*common, "--allow-skip", "nope"]) == 2
+    assert "unknown check 'nope'" in capsys.readouterr().err
+
+
+def test_a_not_run_check_can_be_allowed_explicitly() -> None:
+    config = CheckConfig(examples=3, block_threshold_s=5.0, allow_skip=frozenset(CheckName))
+    report = check_conformance(broken.HiddenRendererGroup(), config)
+    assert report.ok and report[CheckName.NO_RAISE].outcome == Outcome.SKIP
+    assert report[CheckName.NO_RAISE].detail.startswith("not run (allowed): no tokenizer")
+
+
+# --- tool envs (#19 item 1) ----------------------------------------------------------------
+def test_a_tool_env_plays_multi_turn_tool_episodes_and_checks_extension_across_them() -> None:
+    report = assert_env_conforms(broken.ToolGroup(), examples=12, block_threshold_s=5.0)
+    stats = report.stats
+    assert stats["tools"] == ["lookup"]
+    assert stats["tool_calls"] > 0 and stats["malformed_tool_calls"] > 0
+    assert stats["extension_turns_after_tool_calls"] > 0 and stats["multi_turn_steps"] > 0
+    assert report[CheckName.EXTENSION].outcome == Outcome.PASS
+    assert "after tool calls" in report[CheckName.EXTENSION].detail
+    assert "tool_calls=" in report.summary()
+
+
+def test_an_undeclared_tool_env_is_not_ok_and_says_why() -> None:
+    report = check_conformance(broken.ToolGroup(declare=False), FAST)
+    assert report.stats["tool_calls"] == 0
+    assert [r.check for r in report.failures] == [CheckName.EXTENSION]
+    assert report[CheckName.EXTENSION].outcome == Outcome.NOT_RUN
+    assert "declare the tools it answers" in report[CheckName.EXTENSION].detail
+    # the author's tools, given to the checker, make it run
+    given_tools = assert_env_conforms(
+        broken.ToolGroup(declare=False), examples=6, tools=[broken.LOOKUP_TOOL], block_threshold_s=5.0
+    )
+    assert given_tools.stats["tool_calls"] > 0

@@ -32,7 +32,8 @@ class CheckName(StrEnum):
     ``env.max_turns``, else the checker's ``max_steps``)."""
     EXTENSION = "extension_property"
     """When the renderer claims the extension property for a turn, the next observation starts
-    with the previous observation + the action (checked on clean replies)."""
+    with the previous observation + the action (checked after clean replies: text, tool calls,
+    the env's own messages)."""
     NON_BLOCKING = "non_blocking_steps"
     """No single ``step`` blocks the event loop longer than the threshold."""
     CLEANUP = "cleanup_idempotent"
@@ -46,8 +47,12 @@ class Outcome(StrEnum):
     """The property held on everything tried."""
     FAIL = "fail"
     """The property broke; the detail says where and how."""
+    NOT_RUN = "not_run"
+    """The check could not run (no tokenizer, no episode past its first turn...): the report
+    fails, unless the caller allowed it (``allow_skip``), which makes it a :attr:`SKIP`."""
     SKIP = "skip"
-    """Not applicable or not reachable (the detail says why)."""
+    """Not applicable by declaration (a one-turn env, a renderer that claims no extension, a
+    single ``Env``), not reached after an earlier failure, or not run and allowed."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +88,13 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        """True when no check failed."""
-        return all(r.outcome != Outcome.FAIL for r in self.results)
+        """True when no check failed and every check ran (or was allowed not to)."""
+        return not self.failures
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
-        """The failed checks."""
-        return tuple(r for r in self.results if r.outcome == Outcome.FAIL)
+        """The failed checks and those that could not run (not allowed)."""
+        return tuple(r for r in self.results if r.outcome in (Outcome.FAIL, Outcome.NOT_RUN))
 
     def __getitem__(self, check: CheckName | str) -> CheckResult:
         name = CheckName(check)
@@ -119,17 +124,31 @@ class ConformanceReport:
 
     def summary(self) -> str:
         """One line: target, verdict, coverage."""
-        verdict = "OK" if self.ok else f"FAILED ({', '.join(str(r.check) for r in self.failures)})"
+        if self.ok:
+            verdict = "OK"
+        else:
+            parts = [f"{r.check}{' not run' if r.outcome == Outcome.NOT_RUN else ''}" for r in self.failures]
+            verdict = f"FAILED ({', '.join(parts)})"
+        return f"{self.target}: {verdict}; {self.coverage()} in {self.seconds:.1f}s"
+
+    def coverage(self) -> str:
+        """``actions=… episodes=… [tool_calls=… malformed_tool_calls=…] extension_turns=… crashes=…``."""
+        stats = self.stats
+        tools = (
+            f"tool_calls={stats.get('tool_calls', 0)} malformed_tool_calls={stats.get('malformed_tool_calls', 0)} "
+            if stats.get("tools")
+            else ""
+        )
         return (
-            f"{self.target}: {verdict}; actions={self.actions} episodes={self.episodes} "
-            f"crashes={self.crashes} in {self.seconds:.1f}s"
+            f"actions={self.actions} episodes={self.episodes} {tools}"
+            f"extension_turns={stats.get('extension_turns', 0)} crashes={self.crashes}"
         )
 
     def __str__(self) -> str:
         width = max(len(str(c)) for c in CheckName)
         lines = [self.summary()]
         for r in self.results:
-            lines.append(f"  {r.outcome.upper():4s}  {r.check!s:{width}s}  {r.detail}")
+            lines.append(f"  {r.outcome.upper():7s}  {r.check!s:{width}s}  {r.detail}")
         return "\n".join(lines)
 
     def rich_table(self) -> Any:
@@ -140,10 +159,13 @@ class ConformanceReport:
         table.add_column("check", style="bold")
         table.add_column("result")
         table.add_column("detail", overflow="fold")
-        style = {Outcome.PASS: "green", Outcome.FAIL: "bold red", Outcome.SKIP: "yellow"}
+        style = {
+            Outcome.PASS: "green",
+            Outcome.FAIL: "bold red",
+            Outcome.NOT_RUN: "bold red",
+            Outcome.SKIP: "yellow",
+        }
         for r in self.results:
             table.add_row(str(r.check), f"[{style[r.outcome]}]{r.outcome}[/]", r.detail)
-        table.caption = (
-            f"actions={self.actions} episodes={self.episodes} crashes={self.crashes} in {self.seconds:.1f}s"
-        )
+        table.caption = f"{self.coverage()} in {self.seconds:.1f}s"
         return table

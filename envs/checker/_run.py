@@ -27,13 +27,23 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.renderers import Message, Renderer, ToolSpec
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, InitialObservationOverflow, StepResult
 from tinker_cookbook.tokenizer_utils import Tokenizer
 
 from envs.checker._report import CheckName, CheckResult, ConformanceReport, Outcome
-from envs.checker._strategies import WELL_FORMED_TEXTS, env_actions, well_formed_action
+from envs.checker._strategies import (
+    WELL_FORMED_TEXTS,
+    ActionKind,
+    DrawnAction,
+    drawn_actions,
+    example_tool_call,
+    malformed_tool_call_action,
+    tool_specs,
+    well_formed_action,
+)
 from envs.gym._adapter import EnvSource, find_tokenizer, make_env_group, resolve_builder
-from renderers_ext import check_extension, extension_expected
+from renderers_ext import check_extension, extension_expected, render_action
 
 _HEALTH = [
     HealthCheck.too_slow,
@@ -77,6 +87,17 @@ class CheckConfig:
     """Stop drawing episodes at the first failure (False: keep going, count every crash)."""
     tokenizer: Tokenizer | None = None
     """The policy tokenizer when the env exposes none (``env.renderer.tokenizer``)."""
+    renderer: Renderer | None = None
+    """The renderer when the env exposes none at ``.renderer`` (e.g. a cookbook env that keeps
+    it elsewhere): gives the tokenizer, renders tool calls, and says where the extension
+    property is claimed."""
+    tools: Sequence[ToolSpec] | None = None
+    """Tools to draw calls to when the env declares none (``env.tools``)."""
+    messages: st.SearchStrategy[Message] | None = None
+    """Assistant messages worth drawing, besides the env's own ``action_messages()``."""
+    allow_skip: frozenset[CheckName] = frozenset()
+    """Checks that may end up not run without failing the report (e.g. ``EXTENSION`` for an env
+    whose episodes cannot get past one turn). Any other check that cannot run fails."""
 
 
 def declared_budget(env: Env, default: int) -> tuple[int, str]:
@@ -249,7 +270,19 @@ class ConformanceRun:
         self.max_blocked = 0.0
         self.rewards: list[float] = []
         self.stop_reasons: Counter[str] = Counter()
-        self._strategies: dict[tuple[Any, ...], st.SearchStrategy[list[int]]] = {}
+        self.kinds: Counter[str] = Counter()
+        """Actions stepped, per :class:`ActionKind`."""
+        self.renderer: Renderer | None = config.renderer
+        self.tools: list[ToolSpec] = list(config.tools or [])
+        self.messages: st.SearchStrategy[Message] | None = config.messages
+        self.not_run: dict[CheckName, str] = {}
+        self.continued_steps = 0
+        """Steps after which the episode went on (a next observation followed)."""
+        self.claimed_steps = 0
+        """Continued steps for which the renderer claims the extension property."""
+        self.tool_extension_turns = 0
+        """Extension checks after a tool-call action."""
+        self._strategies: dict[tuple[Any, ...], st.SearchStrategy[DrawnAction]] = {}
         self.initial_stop: StopCondition | None = None
         self.plan_budget = config.max_steps
         self.action_limit: int | None = None
@@ -281,20 +314,56 @@ class ConformanceRun:
         if envs is None:
             self._cleanup_quietly(made)
             return False
+        self._declared_actions(made, envs[0])
         if self.tokenizer is None:
-            self.tokenizer = find_tokenizer(made) or next((t for t in map(find_tokenizer, envs) if t), None)
+            self.tokenizer = (
+                (self.renderer.tokenizer if self.renderer is not None else None)
+                or find_tokenizer(made)
+                or next((t for t in map(find_tokenizer, envs) if t), None)
+            )
         self.vocab = len(self.tokenizer) if self.tokenizer is not None else None
         ok = self._check_initial(envs)
         self._cleanup_quietly(made)
         if ok and self.tokenizer is None:
             for check in _EPISODE_CHECKS:
-                self.skips[check] = "no tokenizer: the env has no .renderer.tokenizer (pass tokenizer=)"
+                self.not_run[check] = (
+                    "no tokenizer: the env has no .renderer (pass --renderer NAME, or renderer=)"
+                )
             return False
         if ok and self.initial_stop is None:
             for check in _EPISODE_CHECKS:
-                self.skips[check] = "every initial observation overflowed: no episode to play"
+                self.not_run[check] = "every initial observation overflowed: no episode to play"
             return False
         return ok
+
+    def _declared_actions(self, made: EnvGroupBuilder | Env, env: Env) -> None:
+        """The env's renderer, tools and message strategy (what the config does not give)."""
+        if self.renderer is None:
+            found = getattr(env, "renderer", None) or getattr(made, "renderer", None)
+            self.renderer = found if isinstance(found, Renderer) else None
+        if not self.tools:
+            for holder in (env, getattr(env, "message_env", None)):
+                declared = getattr(holder, "tools", None)
+                if declared:
+                    try:
+                        self.tools = tool_specs(declared)
+                    except TypeError as error:
+                        self.fail(CheckName.MAKE_ENVS, f"env.tools: {error}")
+                    break
+        strategy = getattr(env, "action_messages", None)
+        if callable(strategy):
+            own: Any = None
+            try:
+                own = strategy()
+            except Exception as error:
+                self.fail(CheckName.MAKE_ENVS, f"action_messages() raised {describe_exception(error)}")
+            if own is not None and not isinstance(own, st.SearchStrategy):
+                self.fail(
+                    CheckName.MAKE_ENVS,
+                    f"action_messages() returned a {type(own).__name__}, not a hypothesis strategy",
+                )
+            elif own is not None:
+                self.messages = own if self.messages is None else st.one_of(self.messages, own)
 
     def run(self) -> None:
         """All checks, in order; a failure that makes later checks meaningless skips them."""
@@ -386,7 +455,7 @@ class ConformanceRun:
         return True
 
     # --- episodes ------------------------------------------------------------------------
-    async def _step(self, env: Env, action: list[int]) -> _StepOutcome:
+    async def _step(self, env: Env, action: list[int], extra: dict[str, Any]) -> _StepOutcome:
         monitor = _LagMonitor()
         result: Any = None
         error: BaseException | None = None
@@ -394,7 +463,7 @@ class ConformanceRun:
             await tg.start(monitor.run)
             try:
                 with anyio.move_on_after(self.config.step_timeout_s) as scope:
-                    result = await env.step(action)
+                    result = await env.step(action, extra=extra)  # type: ignore[arg-type]
                 if scope.cancelled_caught:
                     error = TimeoutError(
                         f"step did not return within {self.config.step_timeout_s:g}s (a hang)"
@@ -409,9 +478,7 @@ class ConformanceRun:
     def play(
         self,
         seed: int,
-        next_action: Callable[[int, StopCondition], list[int]],
-        *,
-        check_extension_property: bool,
+        next_action: Callable[[int, StopCondition], DrawnAction],
     ) -> None:
         """Play one episode of env 0 of the group built for ``seed``, recording every finding."""
         made = self._build(seed)
@@ -437,6 +504,7 @@ class ConformanceRun:
         budget, source = declared_budget(env, self.config.max_steps)
         self.budget_seen = (budget, source)
         renderer = getattr(env, "renderer", None)
+        renderer = renderer if isinstance(renderer, Renderer) else self.renderer
         tokenizer = self.tokenizer
         steps = 0
         while True:
@@ -446,10 +514,12 @@ class ConformanceRun:
                     f"seed {seed}: episode not over after {steps} steps (budget {budget}, {source})",
                 )
                 break
-            action = next_action(steps + 1, stop)
-            outcome = self.portal.call(self._step, env, action)
+            drawn = next_action(steps + 1, stop)
+            action = drawn.tokens
+            outcome = self.portal.call(self._step, env, action, drawn.extra)
             steps += 1
             self.actions += 1
+            self.kinds[drawn.kind] += 1
             what = f"seed {seed}, turn {steps}, action {describe_action(action, tokenizer)}"
             self.max_blocked = max(self.max_blocked, outcome.blocked_s)
             if outcome.blocked_s > self.config.block_threshold_s:
@@ -484,9 +554,12 @@ class ConformanceRun:
             claimed = renderer is not None and extension_expected(
                 renderer, steps, messages if isinstance(messages, list) else None
             )
-            if check_extension_property and claimed:
+            self.continued_steps += 1
+            self.claimed_steps += int(claimed)
+            if drawn.clean and claimed:
                 report = check_extension(obs_tokens, action, next_tokens, tokenizer)
                 self.extension_turns += 1
+                self.tool_extension_turns += int(drawn.kind is ActionKind.TOOL_CALL)
                 if not report.ok:
                     self.fail(
                         CheckName.EXTENSION,
@@ -497,21 +570,39 @@ class ConformanceRun:
         self._cleanup(made)
 
     def _scripted_episode(self, seed: int, offset: int) -> None:
+        """Clean replies only: for a tool env, a call to each tool in turn (then a malformed
+        call, then text), so that multi-turn tool episodes run and the extension is checked."""
         assert self.tokenizer is not None
         tokenizer = self.tokenizer
         texts = [t for t in WELL_FORMED_TEXTS if t and not t.startswith(("Guess", "Final"))]
+        calls: list[DrawnAction] = []
+        if self.renderer is not None and self.tools:
+            for spec in self.tools:
+                tokens = render_action(self.renderer, example_tool_call(spec, "Let me check."))
+                calls.append(DrawnAction(ActionKind.TOOL_CALL, tokens, True))
+            broken = malformed_tool_call_action(self.renderer, self.tools[0]) if offset % 2 else None
+            if broken is not None:  # every other scripted episode also sends a malformed call
+                calls.append(DrawnAction(ActionKind.MALFORMED_TOOL_CALL, broken, False))
 
-        def next_action(turn: int, stop: StopCondition) -> list[int]:
-            return well_formed_action(texts[(turn + offset) % len(texts)], tokenizer, stop)
+        def next_action(turn: int, stop: StopCondition) -> DrawnAction:
+            if turn <= len(calls):  # a tool env: each tool's call first, then text replies
+                return calls[turn - 1]
+            text = texts[(turn - len(calls) + offset) % len(texts)]
+            return DrawnAction(ActionKind.WELL_FORMED, well_formed_action(text, tokenizer, stop), True)
 
-        self.play(seed, next_action, check_extension_property=True)
+        self.play(seed, next_action)
 
-    def _actions_for(self, stop: StopCondition) -> st.SearchStrategy[list[int]]:
+    def _actions_for(self, stop: StopCondition) -> st.SearchStrategy[DrawnAction]:
         key = tuple(stop)
         if key not in self._strategies:
             assert self.tokenizer is not None
-            self._strategies[key] = env_actions(
-                self.tokenizer, stop, max_length=self.config.max_action_tokens
+            self._strategies[key] = drawn_actions(
+                self.tokenizer,
+                stop,
+                max_length=self.config.max_action_tokens,
+                renderer=self.renderer,
+                tools=self.tools,
+                messages=self.messages,
             )
         return self._strategies[key]
 
@@ -537,14 +628,14 @@ class ConformanceRun:
             verbosity=Verbosity.quiet,
         )
         @given(episode_seed=st.integers(0, 2**31 - 1), plan=plans)
-        def episode(episode_seed: int, plan: list[list[int]]) -> None:
+        def episode(episode_seed: int, plan: list[DrawnAction]) -> None:
             if self.stopped or (self.action_limit is not None and self.actions >= self.action_limit):
                 raise _StopFuzz
 
-            def next_action(turn: int, stop: StopCondition) -> list[int]:
+            def next_action(turn: int, stop: StopCondition) -> DrawnAction:
                 return plan[(turn - 1) % len(plan)]
 
-            self.play(episode_seed, next_action, check_extension_property=False)
+            self.play(episode_seed, next_action)
 
         with contextlib.suppress(_StopFuzz):
             episode()
@@ -566,7 +657,7 @@ class ConformanceRun:
     def _check_cleanup(self) -> None:
         made = self._build(self.config.seed)
         if not isinstance(made, EnvGroupBuilder):
-            self.skips.setdefault(CheckName.CLEANUP, "a single Env has no cleanup()")
+            self.skips.setdefault(CheckName.CLEANUP, "not applicable: a single Env has no cleanup()")
             return
         try:
             self.portal.call(make_env_group, made)
@@ -582,13 +673,32 @@ class ConformanceRun:
         self.notes.setdefault(CheckName.CLEANUP, "cleanup() twice after make_envs(): no error")
 
     # --- report --------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Coverage counters for the report: action kinds, tool calls, extension turns."""
+        return {
+            "longest_episode": self.longest_episode,
+            "stop_reasons": dict(self.stop_reasons),
+            "action_kinds": {str(k): v for k, v in sorted(self.kinds.items())},
+            "tools": [t["name"] for t in self.tools],
+            "tool_calls": self.kinds[ActionKind.TOOL_CALL],
+            "malformed_tool_calls": self.kinds[ActionKind.MALFORMED_TOOL_CALL],
+            "multi_turn_steps": self.continued_steps,
+            "extension_turns": self.extension_turns,
+            "extension_turns_after_tool_calls": self.tool_extension_turns,
+        }
+
     def results(self) -> tuple[CheckResult, ...]:
-        """One result per check: the first failure, else a skip reason, else the pass evidence."""
+        """One result per check: the first failure, else why it did not run (a failure of the
+        report unless allowed), else why it does not apply, else the pass evidence."""
         out: list[CheckResult] = []
         defaults = self._pass_details()
         for check in CheckName:
             if check in self.failures:
                 out.append(CheckResult(check, Outcome.FAIL, self.failures[check]))
+            elif check in self.not_run and check in self.config.allow_skip:
+                out.append(CheckResult(check, Outcome.SKIP, f"not run (allowed): {self.not_run[check]}"))
+            elif check in self.not_run:
+                out.append(CheckResult(check, Outcome.NOT_RUN, self.not_run[check]))
             elif check in self.skips:
                 out.append(CheckResult(check, Outcome.SKIP, self.skips[check]))
             elif check in self.notes:
@@ -625,17 +735,41 @@ class ConformanceRun:
             f"(threshold {self.config.block_threshold_s * 1000:.0f} ms)",
         )
         if self.extension_turns:
+            tools = f" ({self.tool_extension_turns} after tool calls)" if self.tools else ""
             out[CheckName.EXTENSION] = (
                 Outcome.PASS,
-                f"held on {self.extension_turns} turns of clean replies",
+                f"held on {self.extension_turns} turns of clean replies{tools}",
             )
         else:
-            out[CheckName.EXTENSION] = (
-                Outcome.SKIP,
-                "no turn where the renderer claims the extension property (no .renderer, "
-                "has_extension_property False, or single-turn episodes)",
-            )
+            out[CheckName.EXTENSION] = self._extension_not_checked()
         return out
+
+    def _extension_not_checked(self) -> tuple[Outcome, str]:
+        """Why no extension check ran: not applicable (declared), or not run (a coverage gap)."""
+        budget = self.budget_seen[0] if self.budget_seen is not None else None
+        if self.stopped:
+            return Outcome.SKIP, "not reached (the run stopped at the first failure)"
+        if self.renderer is None:
+            return Outcome.NOT_RUN, "the env exposes no .renderer: pass --renderer NAME (or renderer=)"
+        if budget == 1:
+            return Outcome.SKIP, "not applicable: the env declares one turn per episode"
+        if self.continued_steps and not self.claimed_steps:
+            return (
+                Outcome.SKIP,
+                f"not applicable: {type(self.renderer).__name__} claims the extension property on none of "
+                f"{self.continued_steps} continued turns (it re-renders history)",
+            )
+        if not self.continued_steps:
+            hint = (
+                "declare the tools it answers (tools=) or the messages worth drawing (action_messages())"
+                if not self.tools and self.messages is None
+                else "no drawn reply continued the game"
+            )
+            return Outcome.NOT_RUN, f"every episode ended after its first action: {hint}"
+        return (
+            Outcome.NOT_RUN,
+            "no clean reply was followed by an observation where the renderer claims extension",
+        )
 
 
 def check_conformance(
@@ -661,7 +795,7 @@ def check_conformance(
         episodes=run.episodes,
         crashes=run.crashes,
         seconds=time.monotonic() - start,
-        stats={"longest_episode": run.longest_episode, "stop_reasons": dict(run.stop_reasons)},
+        stats=run.stats(),
     )
 
 

@@ -21,7 +21,11 @@ an example of checking a cookbook-style env offline.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from hypothesis import strategies as st
+from tinker_cookbook.renderers import Message, Renderer, ToolSpec
 
 from envs.checker import (
     WELL_FORMED_TEXTS,
@@ -54,27 +58,53 @@ def assert_env_conforms(
     *,
     examples: int = 20,
     seed: int = 0,
-    skip: tuple[CheckName | str, ...] = (),
+    renderer: Renderer | str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
+    messages: st.SearchStrategy[Message] | None = None,
+    allow_skip: Iterable[CheckName | str] = (),
+    tolerate: Iterable[CheckName | str] = (),
     **config: Any,
 ) -> ConformanceReport:
-    """Run the conformance checker on ``source`` and raise ``AssertionError`` on any failure.
+    """Run the conformance checker on ``source`` and raise ``AssertionError`` on any failure,
+    including a check that could not run (it never passes vacuously).
 
     Args:
         source: an ``EnvGroupBuilder``, an ``RLDataset`` or an env factory (taking nothing, a
             ``seed`` or an ``rng``).
         examples: hypothesis-drawn episodes.
         seed: seed of the run (reproducible).
-        skip: checks whose failure is tolerated (e.g. ``CheckName.PICKLE`` for a local-only env).
+        renderer: the env's renderer (or its name) when the env does not expose it at
+            ``.renderer`` (e.g. a cookbook env).
+        tools: tools to draw calls to when the env does not declare them (``env.tools``).
+        messages: assistant messages worth drawing, besides the env's ``action_messages()``.
+        allow_skip: checks allowed not to run (e.g. ``CheckName.EXTENSION`` for an env whose
+            episodes cannot get past one turn).
+        tolerate: checks whose failure is tolerated (e.g. ``CheckName.PICKLE`` for a local-only env).
         config: more :class:`~envs.checker.CheckConfig` fields (``block_threshold_s``, ``max_steps``...).
 
     Returns:
-        The report, for further assertions.
+        The report, for further assertions (``report.stats["tool_calls"]``...).
     """
-    report = check_conformance(source, CheckConfig(examples=examples, seed=seed, **config))
-    tolerated = {CheckName(s) for s in skip}
+    if isinstance(renderer, str):
+        from renderers_ext import get_renderer
+
+        renderer = get_renderer(renderer)
+    report = check_conformance(
+        source,
+        CheckConfig(
+            examples=examples,
+            seed=seed,
+            renderer=renderer,
+            tools=tools,
+            messages=messages,
+            allow_skip=frozenset(CheckName(s) for s in allow_skip),
+            **config,
+        ),
+    )
+    tolerated = {CheckName(s) for s in tolerate}
     failures = [r for r in report.failures if r.check not in tolerated]
     if failures:
-        lines = "\n".join(f"  {r.check}: {r.detail}" for r in failures)
+        lines = "\n".join(f"  {r.check} ({r.outcome}): {r.detail}" for r in failures)
         raise AssertionError(f"{report.target} does not conform ({len(failures)} failed):\n{lines}")
     return report
 
