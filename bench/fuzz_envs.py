@@ -1,8 +1,9 @@
 """Fuzz every included env with hypothesis-drawn actions; ends with ``actions=<n> crashes=<m>``.
 
-Actions: random tokens, empty, invalid UTF-8, max length, the stop token alone, well-formed
-replies (see ``envs.checker.env_actions``), stepped through fresh episodes until each env has
-taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
+Actions: random tokens, empty, invalid UTF-8, max length (stepped with ``stop_reason="length"``),
+the stop token alone, well-formed replies, and for tool envs calls to their tools (well-formed,
+wrong and malformed; see ``envs.checker.env_actions``), stepped through fresh episodes until each
+env has taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
 
     python bench/fuzz_envs.py                  # every registered turngym/ id, 10k actions each
     python bench/fuzz_envs.py --actions 500 --env turngym/Math-v0
@@ -49,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         total_actions += stats.actions
         total_crashes += stats.crashes
         other = "; ".join(f"{k}: {v[:160]}" for k, v in stats.failures.items()) or "no failures"
+        faults = stats.stats.get("faults", {})
+        coverage = f"truncated={faults.get('truncated', 0)} tool_calls={stats.stats.get('tool_calls', 0)}"
         print(
-            f"{env_id}: {stats.line} episodes={stats.episodes} in {stats.seconds:.0f}s ({other})",
+            f"{env_id}: {stats.line} episodes={stats.episodes} {coverage} in {stats.seconds:.0f}s ({other})",
             flush=True,
         )
     print(f"actions={total_actions} crashes={total_crashes}")

@@ -318,7 +318,7 @@ def test_an_env_without_a_visible_renderer_is_not_ok_until_one_is_given() -> Non
     assert report[CheckName.NO_RAISE].outcome == Outcome.NOT_RUN
     assert "--renderer NAME" in report[CheckName.NO_RAISE].detail
     assert "not run" in report.summary()
-    with pytest.raises(AssertionError, match=r"step_never_raises \(not_run\): no tokenizer"):
+    with pytest.raises(AssertionError, match=r"step_never_raises \(not run\): no tokenizer"):
         assert_env_conforms(broken.HiddenRendererGroup(), examples=3)
     given_renderer = assert_env_conforms(
         broken.HiddenRendererGroup(), examples=4, renderer="qwen3_instruct", block_threshold_s=5.0

@@ -26,3 +26,21 @@ def test_fuzz_counts_every_crash_and_keeps_going() -> None:
     assert stats.actions >= 60
     assert 0 < stats.crashes < stats.actions
     assert "IndexError" in stats.failures["step_never_raises"]
+
+
+def test_fuzz_reaches_truncation_and_play_truncated() -> None:
+    """Max-length actions are stepped with ``stop_reason="length"``: ``Fault.TRUNCATED`` is
+    reported, and with ``play_truncated`` the game plays the cut turn."""
+    source = env_source("turngym/TwentyQuestions-v0", play_truncated=True)
+    stats = fuzz_env(source, CI_ACTIONS, seed=1, config=LENIENT)
+    assert stats.crashes == 0 and not stats.failures, stats.failures
+    assert stats.stats["action_kinds"]["max_length"] > 0
+    assert stats.stats["faults"]["truncated"] > 0
+    assert stats.stats["faults_played_on"]["truncated"] > 0
+
+
+def test_fuzz_draws_tool_calls_for_a_tool_env() -> None:
+    stats = fuzz_env(env_source("turngym/MathCalculator-v0"), CI_ACTIONS, seed=1, config=LENIENT)
+    assert stats.crashes == 0 and not stats.failures, stats.failures
+    assert stats.stats["tool_calls"] > 0 and stats.stats["malformed_tool_calls"] > 0
+    assert stats.stats["faults"]["malformed_tool_call"] > 0

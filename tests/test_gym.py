@@ -427,3 +427,46 @@ def test_registration_is_lazy() -> None:
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.stdout.strip() == "False [] True", proc.stderr[-2000:]
+
+
+# --- truncation (#17 item 6) -------------------------------------------------------------
+def test_an_action_cut_by_max_tokens_is_a_max_tokens_stop_not_a_parse_error(echo: TokenEnv) -> None:
+    echo.reset(seed=0)
+    cut = tuple(echo.tokenizer.encode("a reply the sampler cut before its end", add_special_tokens=False))
+    _, _, terminated, truncated, info = echo.step(cut)
+    assert (terminated, truncated) == (False, True)
+    assert info["stop_reason"] == "max_tokens" and info["sampler_stop"] == "length"
+    assert info["metrics"]["turngym/fault/truncated"] == 1.0
+    echo.reset(seed=1)
+    _, _, _, _, info = echo.step(_say(echo, "hello"))
+    assert info["sampler_stop"] == "stop" and info["stop_reason"] is None
+
+
+def test_text_env_cuts_at_max_tokens_and_twenty_questions_plays_the_truncated_turn() -> None:
+    env = TextEnv(gym.make("turngym/TwentyQuestions-v0", play_truncated=True), max_tokens=6)
+    try:
+        env.reset(seed=0)
+        _, _, terminated, truncated, info = env.step("Is it an animal that lives on a farm or in a house?")
+        assert len(info["action_tokens"]) == 6 and info["action_tokens"][-1] != EOT
+        assert info["sampler_stop"] == "length" and info["metrics"]["turngym/fault/truncated"] == 1.0
+        assert not (terminated or truncated)  # play_truncated: the cut question was played
+    finally:
+        env.close()
+
+
+# --- gymnasium ids without a magic import (#17 item 10) -------------------------------------
+def test_module_qualified_ids_work_in_a_fresh_interpreter() -> None:
+    code = (
+        "import gymnasium as gym; env = gym.make('envs.gym:turngym/TwentyQuestions-v0'); "
+        "obs, info = env.reset(seed=0); print(type(env.unwrapped).__name__, len(obs) > 0); "
+        "print(gym.make('turngym/Math-v0').spec.id)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.stdout.split() == ["TokenEnv", "True", "turngym/Math-v0"], proc.stderr[-2000:]

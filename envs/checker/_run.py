@@ -16,7 +16,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -42,6 +42,7 @@ from envs.checker._strategies import (
     tool_specs,
     well_formed_action,
 )
+from envs.core import METRIC_FAULT_PREFIX
 from envs.gym._adapter import EnvSource, find_tokenizer, make_env_group, resolve_builder
 from renderers_ext import check_extension, extension_expected, render_action
 
@@ -272,6 +273,10 @@ class ConformanceRun:
         self.stop_reasons: Counter[str] = Counter()
         self.kinds: Counter[str] = Counter()
         """Actions stepped, per :class:`ActionKind`."""
+        self.faults: Counter[str] = Counter()
+        """Steps per reported fault (``turngym/fault/<kind>`` metrics)."""
+        self.faults_played_on: Counter[str] = Counter()
+        """Faulty steps after which the episode went on (a policy that plays them)."""
         self.renderer: Renderer | None = config.renderer
         self.tools: list[ToolSpec] = list(config.tools or [])
         self.messages: st.SearchStrategy[Message] | None = config.messages
@@ -543,6 +548,11 @@ class ConformanceRun:
             if bad_metric is not None:
                 self.fail(CheckName.FINITE_REWARDS, f"metric {bad_metric[0]!r} = {bad_metric[1]!r}; {what}")
             self.rewards.append(float(result.reward))
+            for key, value in result.metrics.items():
+                if key.startswith(METRIC_FAULT_PREFIX) and value:
+                    fault = key[len(METRIC_FAULT_PREFIX) :]
+                    self.faults[fault] += 1
+                    self.faults_played_on[fault] += int(not result.episode_done)
             if result.episode_done:
                 reason = next(
                     (k[5:] for k, v in result.metrics.items() if k.startswith("stop/") and v), "none"
@@ -679,6 +689,8 @@ class ConformanceRun:
             "longest_episode": self.longest_episode,
             "stop_reasons": dict(self.stop_reasons),
             "action_kinds": {str(k): v for k, v in sorted(self.kinds.items())},
+            "faults": dict(self.faults),
+            "faults_played_on": dict(self.faults_played_on),
             "tools": [t["name"] for t in self.tools],
             "tool_calls": self.kinds[ActionKind.TOOL_CALL],
             "malformed_tool_calls": self.kinds[ActionKind.MALFORMED_TOOL_CALL],
@@ -815,6 +827,8 @@ class FuzzStats:
     """The first failure of each check that failed (check name to detail)."""
     seconds: float
     """Wall-clock duration."""
+    stats: dict[str, Any] = field(default_factory=dict)
+    """Coverage counters (action kinds, faults, tool calls; see :class:`ConformanceReport`)."""
 
     @property
     def line(self) -> str:
@@ -855,6 +869,7 @@ def fuzz_env(
         crashes=run.crashes,
         failures={str(k): v for k, v in run.failures.items()},
         seconds=time.monotonic() - start,
+        stats=run.stats(),
     )
 
 

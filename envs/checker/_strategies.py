@@ -50,7 +50,8 @@ class ActionKind(StrEnum):
     INVALID_UTF8 = "invalid_utf8"
     """Text cut inside a multi-byte character, then end-of-turn: decodes to invalid UTF-8."""
     MAX_LENGTH = "max_length"
-    """``max_length`` random tokens without a stop token (a sampler that hit ``max_tokens``)."""
+    """``max_length`` tokens without a stop token (a sampler that hit ``max_tokens``): random
+    ids, or a readable reply cut mid-sentence; stepped with ``stop_reason="length"``."""
     STOP_ONLY = "stop_only"
     """The end-of-turn token(s) alone: an empty reply."""
     WELL_FORMED = "well_formed"
@@ -109,6 +110,16 @@ def invalid_utf8_fragments(tokenizer: Tokenizer) -> list[list[int]]:
             if "\ufffd" in tokenizer.decode(ids[:k]):
                 out.append(ids[:k])
     return out
+
+
+def cut_text_action(text: str, tokenizer: Tokenizer, max_length: int) -> list[int]:
+    """A reply that starts with ``text`` and goes on until a sampler's ``max_tokens`` cut it:
+    ``max_length`` tokens of ``text`` then rambling, without end-of-turn."""
+    tokens = list(tokenizer.encode(text + " Let me think about it more", add_special_tokens=False))
+    filler = list(tokenizer.encode(" and more", add_special_tokens=False)) or tokens
+    while len(tokens) < max_length:
+        tokens += filler
+    return tokens[:max_length]
 
 
 def well_formed_action(text: str, tokenizer: Tokenizer, stop: StopCondition) -> list[int]:
@@ -222,7 +233,8 @@ def tool_call_messages(tools: Sequence[ToolSpec], *, max_calls: int = 2) -> st.S
         st.dictionaries(st.text(max_size=8), _ANY_JSON, max_size=3),
     )
     unknown = st.tuples(st.sampled_from(["no_such_tool", "", "lookup "]), st.just({}))
-    named = st.one_of(good, good, good, wrong_args, unknown)
+    # 7 in 10 calls fit the schema (sampled_from draws uniformly; one_of does not)
+    named = st.sampled_from([good] * 7 + [wrong_args] * 2 + [unknown]).flatmap(lambda strategy: strategy)
 
     @st.composite
     def message(draw: st.DrawFn) -> Message:
@@ -354,8 +366,13 @@ def drawn_actions(
         .filter(sampleable)
         .map(label(ActionKind.RANDOM)),
         ActionKind.EMPTY: st.just(DrawnAction(ActionKind.EMPTY, [], False)),
-        ActionKind.MAX_LENGTH: st.integers(0, 2**32 - 1).map(
-            lambda seed: DrawnAction(ActionKind.MAX_LENGTH, max_length_action(random.Random(seed)), False)
+        ActionKind.MAX_LENGTH: st.one_of(
+            st.integers(0, 2**32 - 1).map(
+                lambda seed: DrawnAction(ActionKind.MAX_LENGTH, max_length_action(random.Random(seed)), False)
+            ),
+            st.sampled_from([t for t in WELL_FORMED_TEXTS if t]).map(
+                lambda text: DrawnAction(ActionKind.MAX_LENGTH, cut_text_action(text, tokenizer, max_length), False)
+            ),
         ),
         ActionKind.STOP_ONLY: st.just(DrawnAction(ActionKind.STOP_ONLY, eot, False)),
         ActionKind.WELL_FORMED: well_formed,

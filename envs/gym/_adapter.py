@@ -148,6 +148,20 @@ def find_tokenizer(obj: Any) -> Tokenizer | None:
     return tokenizer if tokenizer is not None and hasattr(tokenizer, "decode") else None
 
 
+def ends_with_stop(tokens: Sequence[int], stop: StopCondition, tokenizer: Tokenizer) -> bool:
+    """Whether ``tokens`` end with one of the stop sequences (a stop token id, or a stop string
+    the decoded tail ends with): a sampler stopped there, not at ``max_tokens``."""
+    if not tokens:
+        return False
+    for s in stop:
+        if isinstance(s, int):
+            if tokens[-1] == s:
+                return True
+        elif decode(tokenizer, tokens[-len(s) - 8 :]).endswith(s):
+            return True
+    return False
+
+
 def decode(tokenizer: Tokenizer, tokens: Sequence[int]) -> str:
     """``tokenizer.decode`` of one token sequence, as a ``str``."""
     text = tokenizer.decode([int(t) for t in tokens])
@@ -180,7 +194,11 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
       with it, makes the group and plays env ``env_index`` of it.
     - ``step(action)`` returns ``(obs, reward, terminated, truncated, info)``; budgets
       (:data:`TRUNCATION_REASONS`) truncate, every other end terminates. ``info`` carries
-      ``stop_reason``, ``metrics``, ``logs``, ``stop_condition`` and ``turn``.
+      ``stop_reason``, ``metrics``, ``logs``, ``stop_condition``, ``turn`` and
+      ``sampler_stop`` (see below).
+    - An action that does not end with the stop condition is what a sampler returns when it
+      hits ``max_tokens``: the env gets ``extra={"stop_reason": "length"}`` (a max-tokens stop,
+      e.g. ``Fault.TRUNCATED``, not a parse error); an action ending with it gets ``"stop"``.
     - The final observation is the env's ``next_observation`` when it gives one, else the last
       observation + the last action (the whole transcript).
     - ``render_mode="ansi"``: ``render()`` returns the decoded conversation.
@@ -239,6 +257,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self._observation = tinker.ModelInput.empty()
         self._group: list[Env] = []
         self._transitions: list[Transition] = []
+        self._sampler_stop = "stop"
         self.group_rewards = group_rewards
         """Add the builder's group reward at the end (groups of one env only)."""
 
@@ -318,6 +337,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             raise RuntimeError("the episode is over: call reset() before step()")
         tokens = self._validate(action)
         self.turn += 1
+        self._sampler_stop = "stop" if ends_with_stop(tokens, self.stop_condition, self.tokenizer) else "length"
         if self._overflow is not None:
             result = StepResult(
                 reward=self._overflow.reward,
@@ -328,7 +348,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
                 logs=dict(self._overflow.logs),
             )
         else:
-            result = self._call(self.env.step, tokens)
+            result = self._call(self._step, tokens, self._sampler_stop)
         reward = float(result.reward)
         self._transitions.append(
             Transition(
@@ -364,12 +384,17 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             "logs": dict(result.logs),
             "stop_condition": list(self.stop_condition),
             "turn": self.turn,
+            "sampler_stop": self._sampler_stop,
         }
         if self.end is not None:
             info["episode_return"] = self.end.episode_return
         if group is not None:
             info["group_reward"], info["group_metrics"] = group[0], dict(group[1])
         return tuple(self._tokens), reward, terminated, truncated, info
+
+    async def _step(self, tokens: list[int], sampler_stop: str) -> StepResult:
+        assert self.env is not None
+        return await self.env.step(tokens, extra={"stop_reason": sampler_stop})  # type: ignore[typeddict-item]
 
     async def _group_reward(self, last: StepResult) -> tuple[float, Metrics] | None:
         """The builder's ``compute_group_rewards`` for this episode, when the group is this env alone."""

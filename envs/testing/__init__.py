@@ -104,7 +104,9 @@ def assert_env_conforms(
     tolerated = {CheckName(s) for s in tolerate}
     failures = [r for r in report.failures if r.check not in tolerated]
     if failures:
-        lines = "\n".join(f"  {r.check} ({r.outcome}): {r.detail}" for r in failures)
+        lines = "\n".join(
+            f"  {r.check}{' (not run)' if r.outcome == Outcome.NOT_RUN else ''}: {r.detail}" for r in failures
+        )
         raise AssertionError(f"{report.target} does not conform ({len(failures)} failed):\n{lines}")
     return report
 
