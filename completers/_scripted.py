@@ -6,8 +6,9 @@
 - :class:`ScriptedMessageCompleter`: scripted assistant messages for message-level callers.
 
 A token-level reply is a token list, a string (encoded, then the stop token), an assistant
-message (text, thinking, ``tool_calls``; rendered with ``renderers_ext.render_action``) or an
-exception (raised on that call).
+message (text, thinking, ``tool_calls``; rendered by ``render``, e.g.
+``functools.partial(renderers_ext.render_action, renderer)``, which
+``envs.testing.scripted_policy`` sets up) or an exception (raised on that call).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any, TypeAlias
 import tinker
 from tinker_cookbook import renderers
 from tinker_cookbook.completers import MessageCompleter, StopCondition, TokenCompleter, TokensWithLogprobs
-
-from renderers_ext import render_action
 
 ScriptedReply: TypeAlias = Sequence[int] | str | Mapping[str, Any] | BaseException
 """One scripted token-level reply: tokens, text, an assistant message or an exception."""
@@ -38,9 +37,8 @@ class ScriptedTokenCompleter(TokenCompleter):
             given, e.g. ``2`` for ``<|im_end|>``), assistant messages (rendered with
             ``renderer``, end of turn included), or exception instances, raised on that call.
         tokenizer: needed when replies are strings (default: ``renderer.tokenizer``).
-        stop_token: appended to string replies (reported ``stop_reason="stop"``); default: the
-            renderer's stop token when it stops on one.
-        renderer: needed when replies are messages.
+        stop_token: appended to string replies (reported ``stop_reason="stop"``).
+        render: turns a message reply into its action tokens (needed when replies are messages).
         logprob: logprob reported for every token.
         delay: seconds to ``await asyncio.sleep`` before answering.
         cycle: start over after the last reply instead of raising :class:`ScriptExhaustedError`.
@@ -59,9 +57,9 @@ class ScriptedTokenCompleter(TokenCompleter):
         logprob: float = -1.0,
         delay: float = 0.0,
         cycle: bool = False,
-        renderer: renderers.Renderer | None = None,
+        render: Callable[[renderers.Message], Sequence[int]] | None = None,
     ) -> None:
-        self._replies = _script(replies, tokenizer, stop_token, renderer)
+        self._replies = _script(replies, tokenizer, stop_token, render)
         self.logprob = logprob
         self.delay = delay
         self.cycle = cycle
@@ -96,27 +94,22 @@ def _script(
     replies: Sequence[ScriptedReply],
     tokenizer: Any,
     stop_token: int | None,
-    renderer: renderers.Renderer | None,
+    render: Callable[[renderers.Message], Sequence[int]] | None,
 ) -> list[list[int] | BaseException]:
     """Scripted replies as token lists (exceptions kept)."""
-    if tokenizer is None and renderer is not None:
-        tokenizer = renderer.tokenizer
-    if stop_token is None and renderer is not None:
-        stop = renderer.get_stop_sequences()
-        stop_token = stop[0] if stop and isinstance(stop[0], int) else None
     out: list[list[int] | BaseException] = []
     for i, r in enumerate(replies):
         if isinstance(r, BaseException):
             out.append(r)
         elif isinstance(r, str):
             if tokenizer is None:
-                raise ValueError("string replies need a tokenizer (or a renderer)")
+                raise ValueError("string replies need a tokenizer")
             toks = list(tokenizer.encode(r, add_special_tokens=False))
             out.append(toks + ([stop_token] if stop_token is not None else []))
         elif isinstance(r, Mapping):
-            if renderer is None:
-                raise ValueError(f"reply {i} is a message: message replies need a renderer")
-            out.append(render_action(renderer, dict(r)))  # type: ignore[arg-type]
+            if render is None:
+                raise ValueError(f"reply {i} is a message: message replies need render=")
+            out.append([int(t) for t in render(dict(r))])  # type: ignore[arg-type]
         else:
             out.append([int(t) for t in r])
     return out
@@ -153,7 +146,7 @@ class ScriptedGroupCompleter(TokenCompleter):
 
     Args:
         scripts: one list of replies per env (see :class:`ScriptedTokenCompleter`).
-        tokenizer, stop_token, renderer, logprob, delay, cycle: as for
+        tokenizer, stop_token, render, logprob, delay, cycle: as for
             :class:`ScriptedTokenCompleter`, for every script.
 
     ``calls`` records ``(script index, prompt tokens)`` of every call.
@@ -168,11 +161,11 @@ class ScriptedGroupCompleter(TokenCompleter):
         logprob: float = -1.0,
         delay: float = 0.0,
         cycle: bool = False,
-        renderer: renderers.Renderer | None = None,
+        render: Callable[[renderers.Message], Sequence[int]] | None = None,
     ) -> None:
         self._scripts = [
             ScriptedTokenCompleter(
-                list(_script(script, tokenizer, stop_token, renderer)),
+                list(_script(script, tokenizer, stop_token, render)),
                 logprob=logprob,
                 delay=delay,
                 cycle=cycle,

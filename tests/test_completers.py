@@ -24,6 +24,7 @@ from completers import (
     TokenCompleter,
 )
 from envs import ChatEnv, EnvLimits, Reply
+from envs.testing import scripted_policy
 from renderers_ext import get_renderer, render_action, tool_call
 
 
@@ -83,7 +84,7 @@ def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
         ["No idea."],  # answers at once: reward 0
         [call, {"role": "assistant", "content": "Maybe 5."}],  # looks up, answers wrong: reward 0
     ]
-    policy = ScriptedGroupCompleter(scripts, renderer=renderer, delay=0.001)
+    policy = scripted_policy(renderer, scripts, delay=0.001)
     group = asyncio.run(do_group_rollout(_LookupGroup(), policy))
     by_len = sorted(group.trajectories_G, key=lambda t: (len(t.transitions), t.transitions[-1].reward))
     assert [len(t.transitions) for t in by_len] == [1, 2, 2]
@@ -91,7 +92,9 @@ def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
     assert sorted(i for i, _ in policy.calls) == [0, 0, 1, 2, 2]
     assert render_action(renderer, call)[-1] == 2  # ends with <|im_end|>
     with pytest.raises(ScriptExhaustedError, match="3 scripts"):
-        asyncio.run(do_group_rollout(_LookupGroup(size=4), ScriptedGroupCompleter(scripts, renderer=renderer)))
+        asyncio.run(do_group_rollout(_LookupGroup(size=4), scripted_policy(renderer, scripts)))
+    with pytest.raises(ValueError, match="message replies need render="):
+        ScriptedGroupCompleter(scripts, renderer.tokenizer)
 
 
 def test_scripted_message_completer_list_callable_delay_hang() -> None:

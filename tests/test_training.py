@@ -311,3 +311,18 @@ def test_lr_scale_by_signal_scales_each_step_by_its_informative_groups(tmp_path:
         fraction = row["groups/trained"] / row["groups/total"]
         assert row["optim/lr"] == pytest.approx(config.learning_rate * fraction)
     assert any(r["groups/trained"] < r["groups/total"] for r in rows)  # some step was scaled down
+
+
+def test_a_run_that_trains_on_no_datum_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = ToyConfig(  # one episode per group: every group is constant, every group is dropped
+        log_path=str(tmp_path), max_steps=3, eval_every=0, save_every=0, group_size=1, progress=False
+    )
+    summary = training.train(config)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert [r[training.METRIC_NO_DATUM] for r in rows] == [1.0, 1.0, 1.0]
+    assert all(r["datums"] == 0 for r in rows)
+    assert summary.learned_nothing and summary.steps_without_datum == 3
+    assert "3 of 3 steps trained on no datum" in summary.describe()
+    assert "warm start" in summary.describe()
+    log = (tmp_path / "train.log").read_text()
+    assert "step 0 trained on no datum: every one of the 2 groups gave all its episodes one reward" in log

@@ -28,6 +28,9 @@ from ._config import (
     WarmStartConfig as WarmStartConfig,
 )
 from ._loop import (
+    METRIC_NO_DATUM as METRIC_NO_DATUM,
+)
+from ._loop import (
     RunFolderError as RunFolderError,
 )
 from ._loop import (

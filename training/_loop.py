@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,10 +83,24 @@ class RunSummary:
     warm_start_eval: dict[str, Any] = field(default_factory=dict)
     """The held-out evaluation right after the warm start (``eval.jsonl`` step 0; empty when the
     run had no warm start or no evaluation)."""
+    steps_without_datum: int = 0
+    """Steps of the run (all of ``metrics.jsonl``) that trained on no datum."""
+    steps_logged: int = 0
+    """Steps in ``metrics.jsonl``."""
+
+    @property
+    def learned_nothing(self) -> bool:
+        """Most steps trained on no datum: the policy (almost) never changed."""
+        return self.steps_logged > 0 and self.steps_without_datum * 2 > self.steps_logged
 
     def describe(self) -> str:
         """A short human-readable report: the warm start and RL, each with its held-out result."""
         lines = [f"done: steps {self.start_step}..{self.end_step} in {self.seconds / 60:.1f} min"]
+        if self.learned_nothing:
+            lines.append(
+                f"warning: {self.steps_without_datum} of {self.steps_logged} steps trained on no datum "
+                f"(every group had one reward): this run learned next to nothing. {NO_SIGNAL_ADVICE}"
+            )
         if self.warm_start:
             ws = self.warm_start
             lines.append(
@@ -109,6 +123,15 @@ def _eval_line(row: dict[str, Any]) -> str:
         return f"win_rate={win:.3f} reward={rew:.3f}"
     return str(row)
 
+
+METRIC_NO_DATUM = "train/no_datum"
+"""1.0 on a step that trained on no datum (every group was dropped as constant, or none sampled)."""
+NO_SIGNAL_ADVICE = (
+    "To get a signal: warm start the policy on a few solved episodes, keep constant groups "
+    "(remove_constant_reward_groups=False, with a reward that varies within groups), or shape "
+    "the reward (partial credit, format rewards); see the README's 'Train it'"
+)
+"""What to do when steps train on no datum (in the warning and the end-of-run line)."""
 
 WarmStart = Callable[[Any, Config], Awaitable[dict[str, float]]]
 """``async (training_client, config) -> metrics``: runs once on a fresh start (not on resume),
@@ -320,6 +343,7 @@ class _Run:
         self.infrequent_evaluators = build_evaluators(
             config.infrequent_evaluator_builders, "infrequent_evaluator_builders"
         )
+        self.warned_no_datum = False
 
     # ------------------------------------------------------------------ set-up
     def _resume_point(self) -> ckpt.CheckpointRecord | None:
@@ -432,6 +456,7 @@ class _Run:
         after_warm = next((r for r in rows if int(r["step"]) == 0), {}) if warm else {}
         if after_warm:
             logger.info("held-out after the warm start: %s", _eval_line(after_warm))
+        steps = self.metrics_log.rows()
         return RunSummary(
             log_path=log_path,
             start_step=start,
@@ -440,6 +465,8 @@ class _Run:
             seconds=time.monotonic() - self.t0,
             warm_start=warm,
             warm_start_eval=after_warm,
+            steps_without_datum=sum(1 for r in steps if r.get(METRIC_NO_DATUM)),
+            steps_logged=len(steps),
         )
 
     def _rollout_config(self) -> EngineConfig:
@@ -501,6 +528,9 @@ class _Run:
         datums, assembly = to_datums(groups, advantages) if groups else ([], {})
         metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
+        metrics[METRIC_NO_DATUM] = float(not datums)
+        if not datums:
+            self._warn_no_datum(step, batch.groups)
         lr = config.lr_at(step)
         if config.lr_scale_by_signal and batch.groups:
             lr *= len(informative) / len(batch.groups)
@@ -525,6 +555,21 @@ class _Run:
         done = step + 1
         if done == end or (config.save_every and done % config.save_every == 0):
             await self._save(done, final=done == end)
+
+    def _warn_no_datum(self, step: int, groups: Sequence[TrajectoryGroup]) -> None:
+        """A warning (log, and above the progress bar the first time) for a step with no datum."""
+        rewards = sorted({round(r, 4) for g in groups for r in g.get_total_rewards()})
+        why = (
+            f"every one of the {len(groups)} groups gave all its episodes one reward "
+            f"(rewards seen: {', '.join(map(str, rewards[:4]))}{', …' if len(rewards) > 4 else ''})"
+            if groups
+            else "no group was sampled"
+        )
+        message = f"step {step} trained on no datum: {why}; the policy did not change"
+        logger.warning(message)
+        if not self.warned_no_datum and self.display is not None:
+            self.display.note(f"warning: {message} ({NO_SIGNAL_ADVICE})")
+        self.warned_no_datum = True
 
     def _batch_metrics(self, batch: SampledBatch) -> dict[str, Any]:
         """Env-level metrics of a sampled batch plus the engine's accounting (``rollout/``)."""

@@ -94,7 +94,7 @@ class CheckConfig:
     property is claimed."""
     tools: Sequence[ToolSpec] | None = None
     """Tools to draw calls to when the env declares none (``env.tools``)."""
-    messages: st.SearchStrategy[Message] | None = None
+    action_messages: st.SearchStrategy[Message] | None = None
     """Assistant messages worth drawing, besides the env's own ``action_messages()``."""
     allow_skip: frozenset[CheckName] = frozenset()
     """Checks that may end up not run without failing the report (e.g. ``EXTENSION`` for an env
@@ -279,7 +279,7 @@ class ConformanceRun:
         """Faulty steps after which the episode went on (a policy that plays them)."""
         self.renderer: Renderer | None = config.renderer
         self.tools: list[ToolSpec] = list(config.tools or [])
-        self.messages: st.SearchStrategy[Message] | None = config.messages
+        self.messages: st.SearchStrategy[Message] | None = config.action_messages
         self.not_run: dict[CheckName, str] = {}
         self.continued_steps = 0
         """Steps after which the episode went on (a next observation followed)."""

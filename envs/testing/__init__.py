@@ -13,7 +13,13 @@ Strategies:
   :func:`messages`, :func:`assistant_messages`, :func:`thinking_contents`, :func:`texts`;
 - actions: :func:`env_actions` (random, empty, invalid UTF-8, max length, stop token alone,
   well-formed; :class:`ActionKind`), :func:`token_actions` (raw token sequences);
+- tool calls: :func:`tool_call_messages` (calls to declared tools, schema-shaped),
+  :func:`json_values` (values of a JSON schema);
 - env configs: :func:`env_limits`, :func:`fault_policies`.
+
+Scripted policies: :func:`scripted_policy` (one script of replies per env of a group; replies are
+text, tokens or assistant messages with tool calls), :func:`render_action` and :func:`tool_call`
+(an assistant message as the action tokens a sampler returns).
 
 Also :func:`cookbook_twenty_questions` (tinker-cookbook's own env with a :class:`ScriptedAnswerer`),
 an example of checking a cookbook-style env offline.
@@ -21,12 +27,14 @@ an example of checking a cookbook-style env offline.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
 from tinker_cookbook.renderers import Message, Renderer, ToolSpec
 
+from completers import ScriptedGroupCompleter, ScriptedReply
 from envs.checker import (
     WELL_FORMED_TEXTS,
     ActionKind,
@@ -38,11 +46,14 @@ from envs.checker import (
     env_actions,
     env_limits,
     fault_policies,
+    json_values,
+    tool_call_messages,
     well_formed_action,
 )
 from envs.gym._adapter import EnvSource
 from envs.gym._cookbook import ScriptedAnswerer, cookbook_twenty_questions
 from envs.testing._strategies import tool_call_conversations, tool_calls
+from renderers_ext import render_action, tool_call
 from renderers_ext.testing import (
     assistant_messages,
     conversations,
@@ -60,7 +71,7 @@ def assert_env_conforms(
     seed: int = 0,
     renderer: Renderer | str | None = None,
     tools: Sequence[ToolSpec] | None = None,
-    messages: st.SearchStrategy[Message] | None = None,
+    action_messages: st.SearchStrategy[Message] | None = None,
     allow_skip: Iterable[CheckName | str] = (),
     tolerate: Iterable[CheckName | str] = (),
     **config: Any,
@@ -76,7 +87,7 @@ def assert_env_conforms(
         renderer: the env's renderer (or its name) when the env does not expose it at
             ``.renderer`` (e.g. a cookbook env).
         tools: tools to draw calls to when the env does not declare them (``env.tools``).
-        messages: assistant messages worth drawing, besides the env's ``action_messages()``.
+        action_messages: assistant messages worth drawing, besides the env's ``action_messages()``.
         allow_skip: checks allowed not to run (e.g. ``CheckName.EXTENSION`` for an env whose
             episodes cannot get past one turn).
         tolerate: checks whose failure is tolerated (e.g. ``CheckName.PICKLE`` for a local-only env).
@@ -96,7 +107,7 @@ def assert_env_conforms(
             seed=seed,
             renderer=renderer,
             tools=tools,
-            messages=messages,
+            action_messages=action_messages,
             allow_skip=frozenset(CheckName(s) for s in allow_skip),
             **config,
         ),
@@ -109,6 +120,24 @@ def assert_env_conforms(
         )
         raise AssertionError(f"{report.target} does not conform ({len(failures)} failed):\n{lines}")
     return report
+
+
+def scripted_policy(
+    renderer: Renderer, scripts: Sequence[Sequence[ScriptedReply]], **options: Any
+) -> ScriptedGroupCompleter:
+    """A scripted policy for a group of envs on ``renderer``: env ``k`` (in order of first turns)
+    plays ``scripts[k]``, whose replies are text (end-of-turn appended), token lists, or
+    assistant messages (text, thinking, ``tool_calls``; see :func:`tool_call`) rendered with
+    :func:`render_action`. ``options``: ``delay``, ``logprob``, ``cycle`` of
+    :class:`completers.ScriptedGroupCompleter`."""
+    stop = renderer.get_stop_sequences()
+    return ScriptedGroupCompleter(
+        scripts,
+        renderer.tokenizer,
+        stop_token=stop[0] if stop and isinstance(stop[0], int) else None,
+        render=functools.partial(render_action, renderer),
+        **options,
+    )
 
 
 __all__ = [
@@ -125,11 +154,16 @@ __all__ = [
     "env_actions",
     "env_limits",
     "fault_policies",
+    "json_values",
     "messages",
+    "render_action",
+    "scripted_policy",
     "texts",
     "thinking_contents",
     "token_actions",
+    "tool_call",
     "tool_call_conversations",
+    "tool_call_messages",
     "tool_calls",
     "well_formed_action",
 ]
