@@ -430,20 +430,27 @@ def test_registration_is_lazy() -> None:
 
 
 # --- truncation (#17 item 6) -------------------------------------------------------------
-def test_an_action_cut_by_max_tokens_is_a_max_tokens_stop_not_a_parse_error(echo: TokenEnv) -> None:
-    echo.reset(seed=0)
-    cut = tuple(echo.tokenizer.encode("a reply the sampler cut before its end", add_special_tokens=False))
-    _, _, terminated, truncated, info = echo.step(cut)
-    assert (terminated, truncated) == (False, True)
-    assert info["stop_reason"] == "max_tokens" and info["sampler_stop"] == "length"
-    assert info["metrics"]["turngym/fault/truncated"] == 1.0
-    echo.reset(seed=1)
-    _, _, _, _, info = echo.step(_say(echo, "hello"))
-    assert info["sampler_stop"] == "stop" and info["stop_reason"] is None
+def test_an_action_cut_by_max_tokens_is_a_max_tokens_stop_not_a_parse_error() -> None:
+    env = TokenEnv(EchoGroup(size=1, max_turns=3), max_tokens=6)
+    try:
+        env.reset(seed=0)
+        cut = tuple(env.tokenizer.encode("a reply the sampler cut before its end", add_special_tokens=False))[:6]
+        _, _, terminated, truncated, info = env.step(cut)
+        assert (terminated, truncated) == (False, True)
+        assert info["stop_reason"] == "max_tokens" and info["sampler_stop"] == "length"
+        assert info["metrics"]["turngym/fault/truncated"] == 1.0
+        env.reset(seed=1)
+        _, _, _, _, info = env.step(_say(env, "hello"))
+        assert info["sampler_stop"] == "stop" and info["stop_reason"] is None
+        env.reset(seed=2)  # shorter than max_tokens, no stop token: a parse error as before
+        _, _, terminated, _, info = env.step(cut[:3])
+        assert info["sampler_stop"] == "stop" and info["stop_reason"] == "parse_error" and terminated
+    finally:
+        env.close()
 
 
 def test_text_env_cuts_at_max_tokens_and_twenty_questions_plays_the_truncated_turn() -> None:
-    env = TextEnv(gym.make("turngym/TwentyQuestions-v0", play_truncated=True), max_tokens=6)
+    env = TextEnv(gym.make("turngym/TwentyQuestions-v0", play_truncated=True, max_tokens=6))
     try:
         env.reset(seed=0)
         _, _, terminated, truncated, info = env.step("Is it an animal that lives on a farm or in a house?")

@@ -1,38 +1,98 @@
-"""The README's env example runs verbatim: it is extracted from README.md, not copied here."""
+"""The README works verbatim: every python block and every shell command in it runs here.
+
+Blocks and commands are extracted from README.md, never copied. Python blocks run in-process (the
+env examples as the modules the README tells the reader to save them as: ``guess_number``,
+``inventory``); shell commands run as written in a subprocess, in a folder holding those files,
+except the few that are too slow for CI, which are checked as far as possible (see ``COMMANDS``):
+
+- ``make train`` / ``make test`` / ``make test-deep``: ``make -n`` shows the recipe (``make test``
+  is CI itself), and the train entry point parses its command line (``--help``);
+- ``python train_guess_number.py learning_rate=3e-4 max_steps=40``: the README's own script with the
+  README's keys, one step instead of 40 on the tiny model;
+- ``python -m envs.<env>.train`` / ``envs.math.eval``: ``--help`` (entry point and config resolve);
+- ``.venv/bin/python bench/<name>.py``: every bench the README names exists and compiles.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
 import re
+import subprocess
 import sys
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+PYTHON_BLOCKS = {"env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym"}
+"""Every python block of the README, by its ``<!-- example:NAME -->`` marker; each runs below."""
+
+
+def _text() -> str:
+    return README.read_text()
 
 
 def _block(marker: str) -> str:
-    text = README.read_text()
-    match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, f"README.md has no python block after <!-- {marker} -->"
+    match = re.search(rf"<!-- example:{marker} -->\s*```python\n(.*?)```", _text(), re.DOTALL)
+    assert match, f"README.md has no python block after <!-- example:{marker} -->"
     return match.group(1)
 
 
-@pytest.fixture(scope="module")
-def example() -> types.ModuleType:
-    module = types.ModuleType("readme_example")
-    sys.modules[module.__name__] = module  # so its classes pickle like any user module
-    exec(compile(_block("example:env"), str(README), "exec"), module.__dict__)
+def _module(name: str, *markers: str) -> Iterator[types.ModuleType]:
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # so its classes pickle like any user module
+    for marker in markers:
+        exec(compile(_block(marker), str(README), "exec"), module.__dict__)
     yield module
-    del sys.modules[module.__name__]
+    del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def example() -> Iterator[types.ModuleType]:
+    yield from _module("guess_number", "env")
+
+
+@pytest.fixture(scope="module")
+def inventory() -> Iterator[types.ModuleType]:
+    yield from _module("inventory", "tool-env")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the files the README tells the reader to save."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "guess_number.py").write_text(_block("env"))
+    (folder / "inventory.py").write_text(_block("tool-env"))
+    (folder / "train_guess_number.py").write_text("from guess_number import *\n" + _block("train"))
+    return folder
+
+
+def _run(command: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    argv = command.split()
+    if argv[0] == "python":
+        argv[0] = sys.executable
+    return subprocess.run(argv, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+# --- python blocks ------------------------------------------------------------------------
+def test_every_python_block_has_a_marker_that_runs_here() -> None:
+    text = _text()
+    blocks = re.findall(r"```python\n", text)
+    markers = re.findall(r"<!-- example:([\w-]+) -->\s*```python\n", text)
+    assert len(markers) == len(blocks), "a python block of README.md has no <!-- example:NAME --> marker"
+    assert set(markers) == PYTHON_BLOCKS
 
 
 def test_example_is_under_55_lines() -> None:
     # 49 lines until its builders took the model and renderer they serve (model-agnostic envs)
-    assert len(_block("example:env").strip().splitlines()) < 55
+    assert len(_block("env").strip().splitlines()) < 55
 
 
 def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:
@@ -45,37 +105,114 @@ def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:
         await env.initial_observation()
         tok = env.renderer.tokenizer
         out = []
-        for text in ["hmm", "0", str(group.secret)]:
+        # "¹" is a digit to str.isdigit() that int() rejects: the example must not crash on it
+        for text in ["hmm", "¹", "0", str(group.secret)]:
             result = await env.step(tok.encode(text + "<|im_end|>"), extra={"stop_reason": "stop"})
             out.append((result.reward, result.episode_done))
         return out
 
-    assert anyio.run(play) == [(-0.1, False), (0.0, False), (1.0, True)]
+    assert anyio.run(play) == [(-0.1, False), (-0.1, False), (0.0, False), (1.0, True)]
 
 
 def test_conformance_example_passes(example: types.ModuleType) -> None:
     namespace = dict(example.__dict__)
-    exec(compile(_block("example:conform"), str(README), "exec"), namespace)
+    exec(compile(_block("conform"), str(README), "exec"), namespace)
     namespace["test_guess_number_conforms"]()
 
 
-def test_train_example_runs_one_step(example: types.ModuleType, tmp_path: Path) -> None:
-    import json
+def test_tool_example_conforms_with_tool_turns(inventory: types.ModuleType) -> None:
+    namespace = dict(inventory.__dict__)
+    exec(compile(_block("tool-conform"), str(README), "exec"), namespace)
+    namespace["test_inventory_conforms"]()
 
+
+def test_tool_example_scripted_episode(inventory: types.ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    namespace = dict(inventory.__dict__)
+    exec(compile(_block("tool-script"), str(README), "exec"), namespace)
+    assert capsys.readouterr().out.strip() == "[0.0, 1.0]"  # what the README's comment says
+    looked_up = [t for t in namespace["group"].trajectories_G if len(t.transitions) == 2]
+    assert len(looked_up) == 1 and looked_up[0].transitions[-1].reward == 1.0
+
+
+def test_gym_block_runs_in_a_fresh_interpreter() -> None:
+    """In a fresh interpreter, so that nothing imported ``envs.gym`` before the block does."""
+    code = _block("gym") + "\nprint(type(env.unwrapped).__name__, len(obs) > 0)\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert proc.stdout.split() == ["TokenEnv", "True"], proc.stderr[-2000:]
+
+
+# --- shell commands -----------------------------------------------------------------------
+def _commands() -> set[str]:
+    """Every shell command of the README: lines of ``bash`` blocks and inline ``python …`` /
+    ``make …`` / ``.venv/bin/python …`` spans."""
+    text = _text()
+    found: set[str] = set()
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+        for line in block.splitlines():
+            line = line.split("#")[0].strip()
+            if line:
+                found.add(line)
+    for span in re.findall(r"`([^`\n]+)`", text):
+        if re.match(r"(python|make|\.venv/bin/python) ", span):
+            found.add(span.strip())
+    return found
+
+
+def _make_dry_run(target: str, expected: str) -> Callable[[Path], None]:
+    def check(cwd: Path) -> None:
+        proc = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and expected in proc.stdout, proc.stdout + proc.stderr
+
+    return check
+
+
+def _help(module: str) -> Callable[[Path], None]:
+    def check(cwd: Path) -> None:
+        proc = _run(f"python -m {module} --help", ROOT, timeout=120)
+        assert proc.returncode == 0 and "key=value" in proc.stdout, proc.stderr[-2000:]
+
+    return check
+
+
+def _check_guess_number(cwd: Path) -> None:
+    proc = _run("python -m envs.check guess_number:make_group", cwd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "guess_number:make_group: OK" in proc.stdout
+
+
+def _check_inventory(cwd: Path) -> None:
+    """The goal of the tool section: tool calls drawn > 0 and the extension check run (not skipped)
+    over multi-turn episodes, as the command prints it."""
+    proc = _run("python -m envs.check inventory:InventoryGroup", cwd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert summary.startswith("inventory:InventoryGroup: OK;"), summary
+    counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", summary)}
+    assert counts["tool_calls"] > 0 and counts["malformed_tool_calls"] > 0, summary
+    assert counts["extension_turns"] > 0, summary
+    assert re.search(r"extension_property\s*│\s*pass\s*│", proc.stdout), proc.stdout[-3000:]
+    data = json.loads(_run("python -m envs.check inventory:InventoryGroup --json --examples 8", cwd).stdout)
+    extension = next(r for r in data["results"] if r["check"] == "extension_property")
+    assert extension["result"] == "pass" and "after tool calls" in extension["detail"]
+    assert data["ok"] and data["stats"]["multi_turn_steps"] > 0
+    assert data["stats"]["extension_turns_after_tool_calls"] > 0
+
+
+def _check_train_script(cwd: Path) -> None:
+    """The README's keys, then one step (not 40) on the tiny model, offline."""
     from backend.model import TINY
 
-    namespace = dict(example.__dict__)
-    exec(compile(_block("example:train"), str(README), "exec"), namespace)
-    config_cls = namespace["GuessNumberConfig"]
-    config = config_cls(
-        model_name=TINY, backend="local", max_steps=1, log_path=str(tmp_path), eval_every=0, progress=False
+    command = (
+        "python train_guess_number.py learning_rate=3e-4 max_steps=40".replace("max_steps=40", "max_steps=1")
+        + f" backend=local model_name={TINY} eval_every=0 progress=False log_path={cwd / 'run'}"
     )
-    import training
-
-    training.train(config)
-    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    proc = _run(command, cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (cwd / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [0]
-    assert (tmp_path / "config.json").is_file()
+    assert (cwd / "run" / "config.json").is_file()
 
 
 def _section(title: str) -> str:
@@ -100,3 +237,39 @@ def test_scale_out_commands_exist() -> None:
         assert recipe, f"Makefile has no {target!r} target"
         scripts = re.findall(r"scripts/\S+\.(?:sh|py)", recipe.group(1))
         assert scripts and all((README.parent / s).is_file() for s in scripts), scripts
+
+
+def _check_benches(cwd: Path) -> None:
+    named = re.findall(r"`(\w+\.py)`", _text().split("## Benchmarks", 1)[1])
+    assert named
+    for name in named:
+        path = ROOT / "bench" / name
+        assert path.is_file(), f"README names bench/{name}, which does not exist"
+        compile(path.read_text(), str(path), "exec")
+
+
+COMMANDS: dict[str, Callable[[Path], None]] = {
+    "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
+    "make test": _make_dry_run("test", "scripts/test.sh"),
+    "make test-deep": _make_dry_run("test-deep", "scripts/test.sh"),
+    "python -m envs.check guess_number:make_group": _check_guess_number,
+    "python -m envs.check inventory:InventoryGroup": _check_inventory,
+    "python train_guess_number.py learning_rate=3e-4 max_steps=40": _check_train_script,
+    "python -m envs.twenty_questions.train": _help("envs.twenty_questions.train"),
+    "python -m envs.math.train": _help("envs.math.train"),
+    "python -m envs.math.eval": _help("envs.math.eval"),
+    "python -m envs.judge.train": _help("envs.judge.train"),
+    ".venv/bin/python bench/<name>.py": _check_benches,
+}
+"""How each README command is checked (verbatim unless its checker says otherwise)."""
+
+
+def test_every_command_in_the_readme_has_a_check() -> None:
+    found = _commands()
+    assert found - set(COMMANDS) == set(), "README commands with no check in tests/test_readme.py"
+    assert set(COMMANDS) - found == set(), "checks of commands the README no longer has"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_readme_command(command: str, workdir: Path) -> None:
+    COMMANDS[command](workdir)

@@ -288,7 +288,8 @@ def env_actions(
     messages: st.SearchStrategy[Message] | None = None,
 ) -> st.SearchStrategy[list[int]]:
     """Actions of the given :class:`ActionKind` s for an env whose tokenizer and stop condition
-    are given; well-formed ones (and tool calls) twice as likely so that episodes run long.
+    are given; well-formed replies and the env's messages twice, tool calls three times as likely
+    as the other kinds, so that episodes run long.
 
     Args:
         tokenizer: the policy tokenizer (vocabulary ids are drawn below ``len(tokenizer)``).
@@ -404,13 +405,13 @@ def drawn_actions(
             .filter(lambda t: t is not None)
             .map(label(ActionKind.MESSAGE, clean=True))
         )
-    chosen = [by_kind[k] for k in kinds if k in by_kind]
-    for twice in (ActionKind.WELL_FORMED, ActionKind.TOOL_CALL, ActionKind.MALFORMED_TOOL_CALL, ActionKind.MESSAGE):
-        if twice in kinds and twice in by_kind:
-            chosen.append(by_kind[twice])
+    weights = {ActionKind.WELL_FORMED: 2, ActionKind.TOOL_CALL: 3, ActionKind.MESSAGE: 2}
+    chosen = [k for k in kinds if k in by_kind for _ in range(weights.get(k, 1))]
     if not chosen:
         raise ValueError(f"no action kind available among {list(kinds)}")
-    return st.one_of(*chosen)
+    # the kind first, uniformly over this weighted list (st.one_of favours its first branches at
+    # small example counts), then an action of that kind
+    return st.sampled_from(chosen).flatmap(lambda kind: by_kind[kind])
 
 
 def _render_or_none(renderer: Renderer, message: Message) -> list[int] | None:

@@ -196,9 +196,10 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
       (:data:`TRUNCATION_REASONS`) truncate, every other end terminates. ``info`` carries
       ``stop_reason``, ``metrics``, ``logs``, ``stop_condition``, ``turn`` and
       ``sampler_stop`` (see below).
-    - An action that does not end with the stop condition is what a sampler returns when it
-      hits ``max_tokens``: the env gets ``extra={"stop_reason": "length"}`` (a max-tokens stop,
-      e.g. ``Fault.TRUNCATED``, not a parse error); an action ending with it gets ``"stop"``.
+    - With ``max_tokens`` (the sampler's limit), an action of that many tokens that does not end
+      with the stop condition is what a sampler returns when it hits the limit: the env gets
+      ``extra={"stop_reason": "length"}`` (a max-tokens stop, e.g. ``Fault.TRUNCATED``, not a
+      parse error); every other action gets ``"stop"``.
     - The final observation is the env's ``next_observation`` when it gives one, else the last
       observation + the last action (the whole transcript).
     - ``render_mode="ansi"``: ``render()`` returns the decoded conversation.
@@ -211,6 +212,8 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         group_rewards: when the group is one env and the builder overrides
             ``compute_group_rewards``, add its reward to the last step's (as the cookbook's
             rollouts do) and report ``info["group_reward"]`` / ``info["group_metrics"]``.
+        max_tokens: the policy sampler's ``max_tokens``: an action that long without the stop
+            sequence at its end was cut there (see above). None: never assume a cut.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
@@ -223,6 +226,7 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         env_index: int = 0,
         render_mode: str | None = None,
         group_rewards: bool = True,
+        max_tokens: int | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
@@ -258,6 +262,8 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
         self._group: list[Env] = []
         self._transitions: list[Transition] = []
         self._sampler_stop = "stop"
+        self.max_tokens = max_tokens
+        """The sampler's ``max_tokens`` (None: unknown)."""
         self.group_rewards = group_rewards
         """Add the builder's group reward at the end (groups of one env only)."""
 
@@ -337,7 +343,12 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
             raise RuntimeError("the episode is over: call reset() before step()")
         tokens = self._validate(action)
         self.turn += 1
-        self._sampler_stop = "stop" if ends_with_stop(tokens, self.stop_condition, self.tokenizer) else "length"
+        cut = (
+            self.max_tokens is not None
+            and len(tokens) >= self.max_tokens
+            and not ends_with_stop(tokens, self.stop_condition, self.tokenizer)
+        )
+        self._sampler_stop = "length" if cut else "stop"
         if self._overflow is not None:
             result = StepResult(
                 reward=self._overflow.reward,

@@ -5,7 +5,7 @@ with the id's *source* (``module:function``) in its kwargs, so an env package is
 when ``gymnasium.make`` is called; an id is registered only when its package is present
 (``importlib.util.find_spec``, no import).
 
-Keyword arguments of ``gymnasium.make`` besides ``render_mode`` go to the source function
+Keyword arguments of ``gymnasium.make`` besides ``render_mode`` and ``max_tokens`` go to the source function
 (e.g. ``gymnasium.make("turngym/TwentyQuestions-v0", candidates=8)``). :func:`env_source`
 gives the same source without gymnasium (the conformance checker and the fuzz bench use it).
 """
@@ -129,9 +129,12 @@ def env_source(env_id: str, **config: Any) -> EnvSource:
     return _load(_entry(env_id).source)(**config)
 
 
-def make_env(source: str, render_mode: str | None = None, **config: Any) -> TokenEnv:
-    """The gymnasium entry point of every TurnGym id: a :class:`TokenEnv` over ``source(**config)``."""
-    return TokenEnv(_load(source)(**config), render_mode=render_mode)
+def make_env(
+    source: str, render_mode: str | None = None, max_tokens: int | None = None, **config: Any
+) -> TokenEnv:
+    """The gymnasium entry point of every TurnGym id: a :class:`TokenEnv` over ``source(**config)``
+    (``max_tokens``: the sampler's limit, see :class:`TokenEnv`)."""
+    return TokenEnv(_load(source)(**config), render_mode=render_mode, max_tokens=max_tokens)
 
 
 class LazyDatasetFactory:

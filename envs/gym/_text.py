@@ -2,9 +2,9 @@
 
 An action string is tokenised with the env's tokenizer (no special tokens added) and the
 end-of-turn of the current stop condition is appended (the first stop token, or the first stop
-string tokenised), so the env sees what a model that stopped cleanly would have produced. With
-``max_tokens``, a longer action is cut to ``max_tokens`` tokens and sent without end-of-turn,
-as a sampler that hit its limit returns it (the env sees a max-tokens stop).
+string tokenised), so the env sees what a model that stopped cleanly would have produced. When
+the token env has ``max_tokens``, a longer action is cut to ``max_tokens`` tokens and sent without
+end-of-turn, as a sampler that hit its limit returns it (the env sees a max-tokens stop).
 """
 
 from __future__ import annotations
@@ -77,14 +77,10 @@ class TextEnv(gym.Wrapper[str, str, Any, Any], gym.utils.RecordConstructorArgs):
     Args:
         env: a :class:`TokenEnv` (possibly wrapped, e.g. by ``gymnasium.make``).
         max_length: longest observation / action string the spaces admit.
-        max_tokens: the sampler's token limit: a longer action is cut there, without end-of-turn.
     """
 
-    def __init__(
-        self, env: gym.Env[TokenObs, TokenObs], max_length: int = 1_000_000, max_tokens: int | None = None
-    ):
-        gym.utils.RecordConstructorArgs.__init__(self, max_length=max_length, max_tokens=max_tokens)
-        self.max_tokens = max_tokens
+    def __init__(self, env: gym.Env[TokenObs, TokenObs], max_length: int = 1_000_000):
+        gym.utils.RecordConstructorArgs.__init__(self, max_length=max_length)  # so env.spec can remake it
         gym.Wrapper.__init__(self, cast(Any, env))
         if not isinstance(env.unwrapped, TokenEnv):
             raise TypeError(f"TextEnv wraps a TokenEnv, got {type(env.unwrapped).__name__}")
@@ -104,8 +100,9 @@ class TextEnv(gym.Wrapper[str, str, Any, Any], gym.utils.RecordConstructorArgs):
         to ``max_tokens`` without end-of-turn when longer)."""
         tokenizer = self.token_env.tokenizer
         tokens = list(tokenizer.encode(text, add_special_tokens=False))
-        if self.max_tokens is not None and len(tokens) >= self.max_tokens:
-            return tokens[: self.max_tokens]
+        limit = self.token_env.max_tokens
+        if limit is not None and len(tokens) >= limit:
+            return tokens[:limit]
         stop = self.token_env.stop_condition
         if stop:
             first = stop[0]
