@@ -367,13 +367,14 @@ def drawn_actions(
         .filter(sampleable)
         .map(label(ActionKind.RANDOM)),
         ActionKind.EMPTY: st.just(DrawnAction(ActionKind.EMPTY, [], False)),
-        ActionKind.MAX_LENGTH: st.one_of(
-            st.integers(0, 2**32 - 1).map(
-                lambda seed: DrawnAction(ActionKind.MAX_LENGTH, max_length_action(random.Random(seed)), False)
-            ),
-            st.sampled_from([t for t in WELL_FORMED_TEXTS if t]).map(
+        ActionKind.MAX_LENGTH: st.sampled_from([0, 1, 1]).flatmap(  # 2 in 3: a readable reply cut
+            lambda readable: st.sampled_from([t for t in WELL_FORMED_TEXTS if t]).map(
                 lambda text: DrawnAction(ActionKind.MAX_LENGTH, cut_text_action(text, tokenizer, max_length), False)
-            ),
+            )
+            if readable
+            else st.integers(0, 2**32 - 1).map(
+                lambda seed: DrawnAction(ActionKind.MAX_LENGTH, max_length_action(random.Random(seed)), False)
+            )
         ),
         ActionKind.STOP_ONLY: st.just(DrawnAction(ActionKind.STOP_ONLY, eot, False)),
         ActionKind.WELL_FORMED: well_formed,
@@ -405,7 +406,7 @@ def drawn_actions(
             .filter(lambda t: t is not None)
             .map(label(ActionKind.MESSAGE, clean=True))
         )
-    weights = {ActionKind.WELL_FORMED: 2, ActionKind.TOOL_CALL: 3, ActionKind.MESSAGE: 2}
+    weights = {ActionKind.WELL_FORMED: 2, ActionKind.MAX_LENGTH: 2, ActionKind.TOOL_CALL: 3, ActionKind.MESSAGE: 2}
     chosen = [k for k in kinds if k in by_kind for _ in range(weights.get(k, 1))]
     if not chosen:
         raise ValueError(f"no action kind available among {list(kinds)}")
