@@ -5,11 +5,16 @@ env examples as the modules the README tells the reader to save them as: ``guess
 ``inventory``); shell commands run as written in a subprocess, in a folder holding those files,
 except the few that are too slow for CI, which are checked as far as possible (see ``COMMANDS``):
 
-- ``make train`` / ``make test`` / ``make test-deep``: ``make -n`` shows the recipe (``make test``
-  is CI itself), and the train entry point parses its command line (``--help``);
+- ``make train`` / ``make test`` / ``make test-deep`` / ``make setup`` / ``make integration``:
+  ``make -n`` shows the recipe (``make test`` is CI itself; ``make integration`` is opt-in, ~35 min),
+  and the train entry point parses its command line (``--help``);
 - ``python train_guess_number.py learning_rate=3e-4 max_steps=40``: the README's own script with the
   README's keys, one step instead of 40 on the tiny model;
-- ``python -m envs.<env>.train`` / ``envs.math.eval``: ``--help`` (entry point and config resolve);
+- ``python -m envs.<env>.train`` / ``envs.math.eval`` / ``envs.judge.preference``: ``--help`` (entry
+  point and config resolve);
+- ``python -m backend.offline my_recipe key=value ...``: as written, with a stand-in ``my_recipe``;
+- ``python -m envs.math.eval harness=inspect`` and the ``cookbook`` block: run by their own test
+  modules (tests/test_math_inspect.py, tests/test_cookbook_offline.py), which this module checks;
 - ``.venv/bin/python bench/<name>.py``: every bench the README names exists and compiles.
 """
 
@@ -32,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 PYTHON_BLOCKS = {"env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym"}
-"""Every python block of the README, by its ``<!-- example:NAME -->`` marker; each runs below."""
+"""Every python block of the README, by its ``<!-- example:NAME -->`` marker; each runs below..."""
+PYTHON_BLOCKS_ELSEWHERE = {"cookbook": "tests/test_cookbook_offline.py"}
+"""...except these, which the named test module runs (it trains with the cookbook's trainer)."""
 
 
 def _text() -> str:
@@ -87,7 +94,9 @@ def test_every_python_block_has_a_marker_that_runs_here() -> None:
     blocks = re.findall(r"```python\n", text)
     markers = re.findall(r"<!-- example:([\w-]+) -->\s*```python\n", text)
     assert len(markers) == len(blocks), "a python block of README.md has no <!-- example:NAME --> marker"
-    assert set(markers) == PYTHON_BLOCKS
+    assert set(markers) == PYTHON_BLOCKS | set(PYTHON_BLOCKS_ELSEWHERE)
+    for marker, test_file in PYTHON_BLOCKS_ELSEWHERE.items():
+        assert f'"example:{marker}"' in (ROOT / test_file).read_text(), f"{test_file} no longer runs {marker}"
 
 
 def test_example_is_under_55_lines() -> None:
@@ -239,6 +248,31 @@ def test_scale_out_commands_exist() -> None:
         assert scripts and all((README.parent / s).is_file() for s in scripts), scripts
 
 
+def _check_offline_module(cwd: Path) -> None:
+    """The README's form with a stand-in ``my_recipe`` (written here) that reports what it ran
+    on: the module is ``__main__``, gets its own arguments and builds the local service client."""
+    (cwd / "my_recipe.py").write_text(
+        "import sys\n"
+        "import tinker\n"
+        "from backend import LocalServiceClient\n"
+        "if __name__ == '__main__':\n"
+        "    print('recipe', sys.argv[1:], isinstance(tinker.ServiceClient(), LocalServiceClient))\n"
+    )
+    command = "python -m backend.offline my_recipe key=value ...".replace(" ...", "")
+    proc = _run(command, cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "recipe ['key=value'] True" in proc.stdout, proc.stdout[-2000:]
+
+
+def _elsewhere(test_file: str, needle: str) -> Callable[[Path], None]:
+    """A command run by another test module (too slow to run twice): that module must run it."""
+
+    def check(cwd: Path) -> None:
+        assert needle in (ROOT / test_file).read_text(), f"{test_file} no longer runs {needle!r}"
+
+    return check
+
+
 def _check_benches(cwd: Path) -> None:
     named = re.findall(r"`(\w+\.py)`", _text().split("## Benchmarks", 1)[1])
     assert named
@@ -252,6 +286,8 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
     "make test": _make_dry_run("test", "scripts/test.sh"),
     "make test-deep": _make_dry_run("test-deep", "scripts/test.sh"),
+    "make setup": _make_dry_run("setup", "scripts/setup.sh"),
+    "make integration": _make_dry_run("integration", "scripts/integration/tinker_server.py"),
     "python -m envs.check guess_number:make_group": _check_guess_number,
     "python -m envs.check inventory:InventoryGroup": _check_inventory,
     "python train_guess_number.py learning_rate=3e-4 max_steps=40": _check_train_script,
@@ -259,6 +295,9 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.math.train": _help("envs.math.train"),
     "python -m envs.math.eval": _help("envs.math.eval"),
     "python -m envs.judge.train": _help("envs.judge.train"),
+    "python -m envs.judge.preference": _help("envs.judge.preference"),
+    "python -m envs.math.eval harness=inspect": _elsewhere("tests/test_math_inspect.py", '"harness=inspect"'),
+    "python -m backend.offline my_recipe key=value ...": _check_offline_module,
     ".venv/bin/python bench/<name>.py": _check_benches,
 }
 """How each README command is checked (verbatim unless its checker says otherwise)."""
