@@ -11,8 +11,9 @@ dotted) naming one of:
 
 Prints a table (check, result, detail), or JSON with ``--json``; exits 0 when every check passes,
 1 when one fails or could not run, 2 on bad input (one line on stderr). A check that cannot run
-fails unless ``--allow-skip NAME`` names it; ``--renderer NAME`` supplies the renderer of an env
-that keeps it elsewhere than ``.renderer`` (e.g. some of the cookbook's envs).
+fails unless ``--allow-skip NAME`` names it; ``--renderer NAME`` (on ``--model NAME``'s tokenizer,
+the embedded SmolLM2 by default) supplies the renderer of an env that keeps it elsewhere than
+``.renderer`` (e.g. some of the cookbook's envs).
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
         help="renderer name (e.g. qwen3_instruct) for an env whose renderer is not at .renderer",
     )
     parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="model whose tokenizer --renderer uses (default: the embedded SmolLM2; alone: its recommended renderer)",
+    )
+    parser.add_argument(
         "--allow-skip",
         metavar="CHECK",
         action="append",
@@ -153,11 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unknown check {unknown[0]!r} for --allow-skip; checks: {', '.join(names)}", file=sys.stderr)
         return 2
     renderer = None
-    if args.renderer:
-        from renderers_ext import get_renderer
+    if args.renderer or args.model:
+        from envs.checker import make_renderer
 
         try:
-            renderer = get_renderer(args.renderer)
+            renderer = make_renderer(args.renderer, args.model)
         except Exception as error:
             print(f"error: cannot make renderer {args.renderer!r}: {type(error).__name__}: {error}", file=sys.stderr)
             return 2

@@ -278,7 +278,7 @@ class ToolEnv(ChatEnv):
     names the stock after a lookup). ``declare=False`` hides the tool from the checker."""
 
     def __init__(self, declare: bool = True):
-        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=5), tools=[LOOKUP_TOOL])
+        super().__init__(get_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=5), tools=[LOOKUP_TOOL])
         self.prompt = self.tool_prompt()
         if not declare:
             self.tools = []

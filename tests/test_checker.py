@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tinker_cookbook.renderers import get_text_content
 from tinker_cookbook.rl.types import EnvGroupBuilder, InitialObservationOverflow
 
+from backend.model import SMOLLM2
 from envs import EnvLimits, Fault, FaultPolicy, decode_action
 from envs.check import TargetError, load_target, main
 from envs.checker import (
@@ -335,6 +336,10 @@ def test_cli_renderer_flag_and_exit_codes(capsys: pytest.CaptureFixture[str]) ->
     assert {r["result"] for r in data["results"] if r["check"] == "step_never_raises"} == {"not_run"}
     assert main([*common, "--renderer", "qwen3_instruct"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main([*common, "--model", SMOLLM2]) == 0  # the model's recommended renderer
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main([*common, "--renderer", "qwen3_instruct", "--model", "no-such/model"]) == 2
+    assert "cannot make renderer 'qwen3_instruct'" in capsys.readouterr().err
     assert main([*common, "--allow-skip", "nope"]) == 2
     assert "unknown check 'nope'" in capsys.readouterr().err
 

@@ -12,7 +12,7 @@ from tinker_cookbook.renderers import Message, get_text_content
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.types import EnvGroupBuilder
 
-from backend import load_tokenizer
+from backend import SMOLLM2, load_tokenizer
 from completers import (
     MessageCompleter,
     ScriptedGroupCompleter,
@@ -51,7 +51,7 @@ class _LookupEnv(ChatEnv):
     it names the count the tool gave)."""
 
     def __init__(self) -> None:
-        super().__init__(get_renderer("qwen3_instruct"), limits=EnvLimits(max_turns=4), tools=[_LOOKUP])
+        super().__init__(get_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=4), tools=[_LOOKUP])
         self.looked_up = False
 
     def initial_messages(self) -> list[Message]:
@@ -77,7 +77,7 @@ class _LookupGroup(EnvGroupBuilder):
 
 
 def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
-    renderer = get_renderer("qwen3_instruct")
+    renderer = get_renderer("qwen3_instruct", SMOLLM2)
     call = {"role": "assistant", "content": "", "tool_calls": [tool_call("lookup", {"item": "pen"})]}
     scripts = [
         [call, "There are 3 pens."],  # looks up, then answers: reward 1

@@ -88,6 +88,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "fuzz_env",
         "invalid_utf8_fragments",
         "json_values",
+        "make_renderer",
         "malformed_tool_call_action",
         "pickle_problem",
         "step_result_problem",

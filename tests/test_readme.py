@@ -12,6 +12,8 @@ except the few that are too slow for CI, which are checked as far as possible (s
   README's keys, one step instead of 40 on the tiny model;
 - ``python -m envs.<env>.train`` / ``envs.math.eval`` / ``envs.judge.preference``: ``--help`` (entry
   point and config resolve);
+- ``python -m envs.<env>.train env.KEY=...``: the keys parse into the game config; the math command
+  as written stops on its missing data file (one line, exit 2, nothing written);
 - ``python -m backend.offline my_recipe key=value ...``: as written, with a stand-in ``my_recipe``;
 - ``python -m envs.math.eval harness=inspect`` and the ``cookbook`` block: run by their own test
   modules (tests/test_math_inspect.py, tests/test_cookbook_offline.py), which this module checks;
@@ -81,11 +83,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _run(command: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = command.split()
     if argv[0] == "python":
         argv[0] = sys.executable
-    return subprocess.run(argv, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        argv, cwd=cwd, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
 
 
 # --- python blocks ------------------------------------------------------------------------
@@ -135,7 +141,9 @@ def test_tool_example_conforms_with_tool_turns(inventory: types.ModuleType) -> N
     namespace["test_inventory_conforms"]()
 
 
-def test_tool_example_scripted_episode(inventory: types.ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tool_example_scripted_episode(
+    inventory: types.ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     namespace = dict(inventory.__dict__)
     exec(compile(_block("tool-script"), str(README), "exec"), namespace)
     assert capsys.readouterr().out.strip() == "[0.0, 1.0]"  # what the README's comment says
@@ -186,27 +194,28 @@ def _help(module: str) -> Callable[[Path], None]:
 
 
 def _check_guess_number(cwd: Path) -> None:
-    proc = _run("python -m envs.check guess_number:make_group", cwd)
+    proc = _run("python -m envs.check guess_number:GuessNumberDatasetBuilder", cwd)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "guess_number:make_group: OK" in proc.stdout
+    assert "guess_number:GuessNumberDatasetBuilder: OK" in proc.stdout
 
 
 def _check_inventory(cwd: Path) -> None:
     """The goal of the tool section: tool calls drawn > 0 and the extension check run (not skipped)
-    over multi-turn episodes, as the command prints it."""
-    proc = _run("python -m envs.check inventory:InventoryGroup", cwd)
+    over multi-turn episodes, as the command prints it (one run; a wide terminal keeps each row of
+    the table on one line)."""
+    proc = _run("python -m envs.check inventory:InventoryGroup", cwd, env={"COLUMNS": "240"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert summary.startswith("inventory:InventoryGroup: OK;"), summary
     counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", summary)}
     assert counts["tool_calls"] > 0 and counts["malformed_tool_calls"] > 0, summary
     assert counts["extension_turns"] > 0, summary
-    assert re.search(r"extension_property\s*│\s*pass\s*│", proc.stdout), proc.stdout[-3000:]
-    data = json.loads(_run("python -m envs.check inventory:InventoryGroup --json --examples 8", cwd).stdout)
-    extension = next(r for r in data["results"] if r["check"] == "extension_property")
-    assert extension["result"] == "pass" and "after tool calls" in extension["detail"]
-    assert data["ok"] and data["stats"]["multi_turn_steps"] > 0
-    assert data["stats"]["extension_turns_after_tool_calls"] > 0
+    extension = re.search(
+        r"extension_property\s*│\s*pass\s*│ held on (\d+) turns .*\((\d+) after tool calls\)", proc.stdout
+    )
+    assert extension and int(extension.group(2)) > 0, proc.stdout[-3000:]
+    longest = re.search(r"episode_budget\s*│\s*pass\s*│ longest episode (\d+) steps", proc.stdout)
+    assert longest and int(longest.group(1)) >= 2, proc.stdout[-3000:]  # multi-turn: a tool call, then more
 
 
 def _check_train_script(cwd: Path) -> None:
@@ -264,6 +273,36 @@ def _check_offline_module(cwd: Path) -> None:
     assert "recipe ['key=value'] True" in proc.stdout, proc.stdout[-2000:]
 
 
+def _check_twenty_questions_keys(cwd: Path) -> None:
+    """The README's nested game keys reach the game config (parsed as the CLI parses them; the
+    run itself is ``make train``'s job)."""
+    from envs.twenty_questions.train import TwentyQuestionsTrainConfig
+    from training import parse_config
+
+    command = "python -m envs.twenty_questions.train env.candidates=8 env.max_questions=6"
+    config = parse_config(TwentyQuestionsTrainConfig, command.split()[3:])
+    assert (config.env.candidates, config.env.max_questions) == (8, 6)
+
+
+def _check_math_keys(cwd: Path) -> None:
+    """The README's keys parse, and the command as written stops on the missing data file in one
+    line, exit 2, nothing written (the README's next sentence); with data it would train."""
+    from envs.math.train import MathTrainConfig
+    from training import parse_config
+
+    command = "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl"
+    config = parse_config(MathTrainConfig, command.split()[3:])
+    assert (config.env.max_attempts, config.source) == (3, "gsm8k")
+    folder = cwd / "math_cli"
+    folder.mkdir(exist_ok=True)
+    proc = _run(command, folder, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "envs.math.train: error: data/gsm8k_train.jsonl: no such file"
+    ]
+    assert list(folder.iterdir()) == []
+
+
 def _elsewhere(test_file: str, needle: str) -> Callable[[Path], None]:
     """A command run by another test module (too slow to run twice): that module must run it."""
 
@@ -288,10 +327,12 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "make test-deep": _make_dry_run("test-deep", "scripts/test.sh"),
     "make setup": _make_dry_run("setup", "scripts/setup.sh"),
     "make integration": _make_dry_run("integration", "scripts/integration/tinker_server.py"),
-    "python -m envs.check guess_number:make_group": _check_guess_number,
+    "python -m envs.check guess_number:GuessNumberDatasetBuilder": _check_guess_number,
     "python -m envs.check inventory:InventoryGroup": _check_inventory,
     "python train_guess_number.py learning_rate=3e-4 max_steps=40": _check_train_script,
     "python -m envs.twenty_questions.train": _help("envs.twenty_questions.train"),
+    "python -m envs.twenty_questions.train env.candidates=8 env.max_questions=6": _check_twenty_questions_keys,
+    "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl": _check_math_keys,
     "python -m envs.math.train": _help("envs.math.train"),
     "python -m envs.math.eval": _help("envs.math.eval"),
     "python -m envs.judge.train": _help("envs.judge.train"),

@@ -16,6 +16,7 @@ from envs.checker._run import (
     declared_budget,
     describe_action,
     fuzz_env,
+    make_renderer,
     pickle_problem,
     step_result_problem,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "fuzz_env",
     "invalid_utf8_fragments",
     "json_values",
+    "make_renderer",
     "malformed_tool_call_action",
     "pickle_problem",
     "step_result_problem",

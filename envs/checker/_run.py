@@ -784,6 +784,19 @@ class ConformanceRun:
         )
 
 
+def make_renderer(renderer_name: str | None, model_name: str | None = None) -> Renderer:
+    """The renderer ``renderer_name`` on ``model_name``'s tokenizer, for an env that keeps its
+    renderer elsewhere than ``.renderer`` (``--renderer`` / ``--model`` of ``python -m envs.check``).
+
+    ``model_name`` None: the embedded SmolLM2; ``renderer_name`` None: the model's recommended
+    renderer. The embedded models' tokenizers are registered first (offline)."""
+    from backend.model import SMOLLM2, register_tokenizers
+    from renderers_ext import get_renderer
+
+    register_tokenizers()
+    return get_renderer(renderer_name, model_name or SMOLLM2)
+
+
 def check_conformance(
     source: EnvSource, config: CheckConfig | None = None, *, target: str | None = None
 ) -> ConformanceReport:

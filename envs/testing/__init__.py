@@ -47,6 +47,7 @@ from envs.checker import (
     env_limits,
     fault_policies,
     json_values,
+    make_renderer,
     tool_call_messages,
     well_formed_action,
 )
@@ -70,6 +71,7 @@ def assert_env_conforms(
     examples: int = 20,
     seed: int = 0,
     renderer: Renderer | str | None = None,
+    model_name: str | None = None,
     tools: Sequence[ToolSpec] | None = None,
     action_messages: st.SearchStrategy[Message] | None = None,
     allow_skip: Iterable[CheckName | str] = (),
@@ -86,6 +88,8 @@ def assert_env_conforms(
         seed: seed of the run (reproducible).
         renderer: the env's renderer (or its name) when the env does not expose it at
             ``.renderer`` (e.g. a cookbook env).
+        model_name: the model whose tokenizer a renderer given by name uses (default: the
+            embedded SmolLM2).
         tools: tools to draw calls to when the env does not declare them (``env.tools``).
         action_messages: assistant messages worth drawing, besides the env's ``action_messages()``.
         allow_skip: checks allowed not to run (e.g. ``CheckName.EXTENSION`` for an env whose
@@ -97,9 +101,7 @@ def assert_env_conforms(
         The report, for further assertions (``report.stats["tool_calls"]``...).
     """
     if isinstance(renderer, str):
-        from renderers_ext import get_renderer
-
-        renderer = get_renderer(renderer)
+        renderer = make_renderer(renderer, model_name)
     report = check_conformance(
         source,
         CheckConfig(
