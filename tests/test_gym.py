@@ -4,6 +4,7 @@ seeding, the blocking portal (sync and inside a running loop), rendering and the
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import subprocess
