@@ -39,8 +39,8 @@ import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
 from envs.judge import (
     JudgeConfig,
     JudgeTask,
+    PairingScheme,
     PairwiseGroupBuilder,
-    TournamentPattern,
     clear_judges,
     get_judge,
     tournament_pairs,
@@ -91,7 +91,7 @@ def main() -> None:
         "--max-concurrency", type=int, default=None, help="judge cap (default: JudgeConfig's)"
     )
     parser.add_argument(
-        "--pattern", default=str(TournamentPattern.BOTH_ORDERS), choices=[str(p) for p in TournamentPattern]
+        "--pattern", default=str(PairingScheme.BOTH_ORDERS), choices=[str(p) for p in PairingScheme]
     )
     args = parser.parse_args()
 
@@ -106,7 +106,7 @@ def main() -> None:
                 JudgeTask(f"q{g}", ({"role": "user", "content": f"Question {g}?"},)),
                 judge,
                 group_size=args.group_size,
-                pattern=TournamentPattern(args.pattern),
+                pattern=PairingScheme(args.pattern),
                 concurrent=concurrent,
             )
             for g in range(n_groups)

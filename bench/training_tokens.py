@@ -35,7 +35,7 @@ from tinker_cookbook.rl.types import InitialObservationOverflow, Trajectory, Tra
 
 from backend.model import SMOLLM2
 from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Reply
-from renderers_ext import QWEN3_PRESERVE_THINKING, CompactingRenderer, get_renderer
+from renderers_ext import QWEN3_PRESERVE_THINKING, CompactingRenderer, load_renderer
 from renderers_ext.testing import assistant_indices, sampled_action
 
 WORDS = [
@@ -178,9 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period", type=int, default=4)
     args = parser.parse_args(argv)
     conv = synthetic_conversation(args.turns)
-    qwen3 = get_renderer("qwen3", SMOLLM2)
+    qwen3 = load_renderer("qwen3", SMOLLM2)
     rows = [
-        count("merged (preserve thinking)", get_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2), conv),
+        count("merged (preserve thinking)", load_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2), conv),
         count(f"compact every {args.period}", CompactingRenderer(qwen3, args.period), conv),
         count("per turn (strip thinking)", qwen3, conv),
     ]

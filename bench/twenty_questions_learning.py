@@ -97,11 +97,11 @@ async def scripted_datums(
         split_words,
         text_to_action,
     )
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
     from training._warm_start import sft_datum
 
     builder = config.dataset_builder()
-    renderer = get_renderer(config.renderer_name, config.model_name)
+    renderer = load_renderer(config.renderer_name, config.model_name)
     pool = TwentyQuestionsDataset(
         split_words("train"),
         batch_size=1,

@@ -9,7 +9,7 @@
 - :func:`stop_overlap` / :func:`stop_token_sequences`: the stop string's tail that is the next
   header (role_colon), dropped once; :func:`is_valid_utf8`: byte-exact UTF-8 check of tokens.
 - :mod:`renderers_ext.testing`: hypothesis strategies and turn/extension helpers for tests.
-- :func:`get_renderer` / :func:`recommended_renderer_name` / :func:`register_renderers`: picklable
+- :func:`load_renderer` / :func:`recommended_renderer_name` / :func:`register_renderers`: picklable
   cookbook renderers for any model, its tokenizer resolved by the cookbook's ``tokenizer_utils``
   (nothing is registered on import; this package knows no backend).
 """
@@ -21,7 +21,7 @@ from renderers_ext._register import (
     QWEN3_PRESERVE_THINKING,
     TokenizerNotFoundError,
     UnknownRendererError,
-    get_renderer,
+    load_renderer,
     recommended_renderer_name,
     register_renderers,
 )
@@ -46,8 +46,8 @@ __all__ = [
     "check_extension",
     "extension_expected",
     "first_divergence",
-    "get_renderer",
     "is_valid_utf8",
+    "load_renderer",
     "prompt_tokens",
     "recommended_renderer_name",
     "register_renderers",

@@ -1,13 +1,13 @@
 """Renderers by name for any model, on tokenizers resolved the cookbook's way.
 
-- :func:`get_renderer`: a picklable cookbook renderer for ``(renderer name, model name)``; the
+- :func:`load_renderer`: a picklable cookbook renderer for ``(renderer name, model name)``; the
   tokenizer comes from ``tinker_cookbook.tokenizer_utils.get_tokenizer`` (a registered factory,
   a local model folder, the local Hugging Face cache, or the hub when online).
 - :func:`recommended_renderer_name`: the cookbook's recommendation for the model
   (``model_info``); for a model the cookbook does not list, the renderer whose rendering of a
   probe conversation is token for token the model's own chat template.
 - :func:`register_renderers`: TurnGym's extra renderers in the cookbook's registry. Explicit and
-  idempotent (:func:`get_renderer` calls it); importing this package registers nothing.
+  idempotent (:func:`load_renderer` calls it); importing this package registers nothing.
 
 Nothing here knows the backend. The embedded models' tokenizers (served from a local folder)
 are registered with ``tokenizer_utils`` by ``backend.register_tokenizers()``, which the local
@@ -48,13 +48,13 @@ class TokenizerNotFoundError(OSError):
 
 
 class _Qwen3PreserveThinkingRenderer(Qwen3Renderer):
-    """:data:`QWEN3_PRESERVE_THINKING`; unpickles through :func:`get_renderer`, which registers it."""
+    """:data:`QWEN3_PRESERVE_THINKING`; unpickles through :func:`load_renderer`, which registers it."""
 
     def __init__(self, tokenizer: Tokenizer):
         super().__init__(tokenizer, strip_thinking_from_history=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (get_renderer, (QWEN3_PRESERVE_THINKING, self._model_name))
+        return (load_renderer, (QWEN3_PRESERVE_THINKING, self._model_name))
 
 
 def register_renderers() -> None:
@@ -128,7 +128,7 @@ def _template_tokens(tokenizer: Any) -> list[int] | None:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def get_renderer(name: str | None, model_name: str) -> Renderer:
+def load_renderer(name: str | None, model_name: str) -> Renderer:
     """A picklable cookbook renderer ``name`` on ``model_name``'s tokenizer.
 
     ``name=None``: :func:`recommended_renderer_name`. The renderer pickles as its two names and

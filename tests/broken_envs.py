@@ -27,14 +27,14 @@ from tinker_cookbook.rl.types import (
 
 from backend.model import SMOLLM2
 from envs import ChatEnv, EnvLimits, Reply
-from renderers_ext import CompactingRenderer, get_renderer
+from renderers_ext import CompactingRenderer, load_renderer
 
 
 class EchoEnv(ChatEnv):
     """A correct multi-turn ChatEnv: the user echoes the reply; ``stop`` ends it with reward 1."""
 
     def __init__(self, max_turns: int = 4, renderer_name: str = "qwen3_instruct", compaction_period: int = 0):
-        renderer = get_renderer(renderer_name, SMOLLM2)
+        renderer = load_renderer(renderer_name, SMOLLM2)
         if compaction_period:
             renderer = CompactingRenderer(renderer, compaction_period)
         super().__init__(renderer, limits=EnvLimits(max_turns=max_turns))
@@ -109,7 +109,7 @@ class RerenderingEnv(Env):
     :class:`TurnCountingRenderer`: the next observation does not extend the previous one."""
 
     def __init__(self, max_turns: int = 3):
-        self.renderer = TurnCountingRenderer(get_renderer("qwen3_instruct", SMOLLM2).tokenizer)
+        self.renderer = TurnCountingRenderer(load_renderer("qwen3_instruct", SMOLLM2).tokenizer)
         self.messages: list[Message] = [{"role": "user", "content": "Talk to me."}]
         self.max_turns = max_turns
         self.turn = 0
@@ -278,7 +278,7 @@ class ToolEnv(ChatEnv):
     names the stock after a lookup). ``declare=False`` hides the tool from the checker."""
 
     def __init__(self, declare: bool = True):
-        super().__init__(get_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=5), tools=[LOOKUP_TOOL])
+        super().__init__(load_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=5), tools=[LOOKUP_TOOL])
         self.prompt = self.tool_prompt()
         if not declare:
             self.tools = []

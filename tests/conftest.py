@@ -140,6 +140,6 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def renderer():
     """The ``qwen3_instruct`` renderer on the embedded tokenizer (ChatML, extension property)."""
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
-    return get_renderer("qwen3_instruct", SMOLLM2)
+    return load_renderer("qwen3_instruct", SMOLLM2)

@@ -140,9 +140,9 @@ def test_every_included_env_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None:
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
-    renderer = get_renderer(None, MODEL)
+    renderer = load_renderer(None, MODEL)
     assert renderer._renderer_name == "qwen3_instruct"  # matches the model's ChatML template
     tokenizer = renderer.tokenizer
     assert tokenizer.name_or_path == MODEL  # from the cache folder, not the embedded model's loader
@@ -261,10 +261,10 @@ def test_builders_and_renderers_unpickle_in_a_fresh_process(tmp_path: Path) -> N
 
     from backend.model import SMOLLM2
     from envs.twenty_questions import KBAnswerer, TwentyQuestionsGroupBuilder
-    from renderers_ext import QWEN3_PRESERVE_THINKING, get_renderer
+    from renderers_ext import QWEN3_PRESERVE_THINKING, load_renderer
 
     builder = TwentyQuestionsGroupBuilder(word="dog", num_envs=1, answerer=KBAnswerer())
-    blob = pickle.dumps((builder, pickle.dumps(get_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2))))
+    blob = pickle.dumps((builder, pickle.dumps(load_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2))))
     proc = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS],
         input=blob,

@@ -19,7 +19,7 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder
 
 from backend.model import SMOLLM2
 from envs.core import ChatEnv, EnvLimits, Reply
-from renderers_ext import CompactingRenderer, get_renderer
+from renderers_ext import CompactingRenderer, load_renderer
 from renderers_ext.testing import (
     ALPHABET,
     assistant_indices,
@@ -33,7 +33,7 @@ from renderers_ext.testing import (
 from rollout import AdvantageConfig, EngineConfig, RolloutEngine, assemble
 from rollout.testing import ScriptedCompleter
 
-QWEN3 = get_renderer("qwen3", SMOLLM2)  # strips history thinking every turn on its own
+QWEN3 = load_renderer("qwen3", SMOLLM2)  # strips history thinking every turn on its own
 TOK = QWEN3.tokenizer
 
 

@@ -25,7 +25,7 @@ from completers import (
 )
 from envs import ChatEnv, EnvLimits, Reply
 from envs.testing import scripted_policy
-from renderers_ext import get_renderer, render_action, tool_call
+from renderers_ext import load_renderer, render_action, tool_call
 
 
 def test_scripted_token_completer_replays_texts_and_tokens() -> None:
@@ -51,7 +51,7 @@ class _LookupEnv(ChatEnv):
     it names the count the tool gave)."""
 
     def __init__(self) -> None:
-        super().__init__(get_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=4), tools=[_LOOKUP])
+        super().__init__(load_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=4), tools=[_LOOKUP])
         self.looked_up = False
 
     def initial_messages(self) -> list[Message]:
@@ -77,7 +77,7 @@ class _LookupGroup(EnvGroupBuilder):
 
 
 def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     call = {"role": "assistant", "content": "", "tool_calls": [tool_call("lookup", {"item": "pen"})]}
     scripts = [
         [call, "There are 3 pens."],  # looks up, then answers: reward 1

@@ -26,10 +26,10 @@ from envs.core import (
     Reply,
     decode_action,
 )
-from renderers_ext import CompactingRenderer, check_extension, get_renderer, prompt_tokens
+from renderers_ext import CompactingRenderer, check_extension, load_renderer, prompt_tokens
 
 IM_END = 2
-QWEN = get_renderer("qwen3_instruct", SMOLLM2)
+QWEN = load_renderer("qwen3_instruct", SMOLLM2)
 TOK = QWEN.tokenizer
 
 
@@ -257,7 +257,7 @@ def test_a_written_replacement_character_is_not_a_fault() -> None:
 
 
 def test_decode_action_role_colon() -> None:
-    rc = get_renderer("role_colon", SMOLLM2)
+    rc = load_renderer("role_colon", SMOLLM2)
     enc = rc.tokenizer.encode
     message, fault = decode_action(rc, enc(" Paris.\n\nUser:", add_special_tokens=False))
     assert fault is None and message is not None and message["content"] == "Paris."
@@ -317,7 +317,7 @@ def test_observation_over_budget_ends_with_context_overflow() -> None:
 
 
 def test_role_colon_observation_renders_the_stop_overlap_once() -> None:
-    rc = get_renderer("role_colon", SMOLLM2)
+    rc = load_renderer("role_colon", SMOLLM2)
     env = ScriptedEnv(rc, [user("Capital of France?")], [Reply([user("Thanks")])])
 
     async def go():
@@ -334,7 +334,7 @@ def test_role_colon_observation_renders_the_stop_overlap_once() -> None:
 
 
 def test_compacting_env_rerenders_exactly_at_window_starts() -> None:
-    renderer = CompactingRenderer(get_renderer("qwen3", SMOLLM2), 2)
+    renderer = CompactingRenderer(load_renderer("qwen3", SMOLLM2), 2)
     env = ScriptedEnv(renderer, [user("start")], [Reply([user(f"r{i}")]) for i in range(6)])
 
     async def go():
@@ -360,7 +360,7 @@ def test_compacting_env_keeps_sampled_tokens_when_a_window_has_nothing_to_strip(
     """No thinking, period 1: every turn is a window start, yet nothing is re-rendered, so the
     sampled tokens stay verbatim (here a non-canonical split of "hello", which a re-render
     would re-tokenise)."""
-    renderer = CompactingRenderer(get_renderer("qwen3_instruct", SMOLLM2), 1)
+    renderer = CompactingRenderer(load_renderer("qwen3_instruct", SMOLLM2), 1)
     tok = renderer.tokenizer
     odd = [*tok.encode("hel", add_special_tokens=False), *tok.encode("lo", add_special_tokens=False), IM_END]
     assert odd != act("hello") and tok.decode(odd) == "hello<|im_end|>"

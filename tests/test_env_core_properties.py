@@ -38,7 +38,7 @@ from renderers_ext import (
     CompactingRenderer,
     check_extension,
     extension_expected,
-    get_renderer,
+    load_renderer,
     prompt_tokens,
 )
 from renderers_ext.testing import (
@@ -55,7 +55,7 @@ from renderers_ext.testing import (
 
 PROPERTY = settings(max_examples=200, deadline=None)
 BASES = {
-    n: get_renderer(n, SMOLLM2) for n in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
+    n: load_renderer(n, SMOLLM2) for n in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
 }
 TOK = BASES["qwen3"].tokenizer
 IM_END = 2

@@ -30,10 +30,10 @@ from envs.judge import (
     JudgeEnvKind,
     JudgeStatus,
     JudgeTask,
+    PairingScheme,
     PairwiseGroupBuilder,
     Rubric,
     RubricGroupBuilder,
-    TournamentPattern,
     UserConfig,
     clear_judges,
     get_judge,
@@ -189,11 +189,11 @@ def test_rubric_data_round_trip_and_errors(tmp_path) -> None:
 # --------------------------------------------------------------------------------------------
 @given(n=st.integers(2, 9), data=st.data())
 def test_tournament_pairs_counts_and_position_balance(n: int, data: st.DataObject) -> None:
-    assert len(tournament_pairs(n, TournamentPattern.ALL_PAIRS)) == n * (n - 1) // 2
-    both = tournament_pairs(n, TournamentPattern.BOTH_ORDERS)
+    assert len(tournament_pairs(n, PairingScheme.ALL_PAIRS)) == n * (n - 1) // 2
+    both = tournament_pairs(n, PairingScheme.BOTH_ORDERS)
     assert len(both) == n * (n - 1) and len(set(both)) == len(both)
     rounds = data.draw(st.integers(1, n - 1))
-    ring = tournament_pairs(n, TournamentPattern.ROUND_ROBIN, rounds)
+    ring = tournament_pairs(n, PairingScheme.ROUND_ROBIN, rounds)
     assert len(set(ring)) == len(ring) and all(a != b for a, b in ring)
     for i in range(n):  # every response shown as A exactly as often as as B
         assert sum(a == i for a, _ in ring) == sum(b == i for _, b in ring) >= 1
@@ -201,7 +201,7 @@ def test_tournament_pairs_counts_and_position_balance(n: int, data: st.DataObjec
 
 def test_round_robin_rounds_are_validated() -> None:
     with pytest.raises(ValueError, match="rounds must be in"):
-        tournament_pairs(4, TournamentPattern.ROUND_ROBIN, 4)
+        tournament_pairs(4, PairingScheme.ROUND_ROBIN, 4)
 
 
 @given(
@@ -427,7 +427,7 @@ def test_multi_turn_task_without_user_is_rejected(renderer) -> None:
         anyio.run(builder.make_envs)
 
 
-def pairwise(spec: str, pattern: TournamentPattern, group_size: int = 4, **kw) -> PairwiseGroupBuilder:
+def pairwise(spec: str, pattern: PairingScheme, group_size: int = 4, **kw) -> PairwiseGroupBuilder:
     return PairwiseGroupBuilder(TASK, fast(spec, **kw), group_size=group_size, pattern=pattern)
 
 
@@ -436,8 +436,8 @@ async def pairwise_rewards(builder: PairwiseGroupBuilder, renderer, texts: list[
     return await builder.compute_group_rewards(trajectories, envs)
 
 
-@pytest.mark.parametrize("pattern", [TournamentPattern.BOTH_ORDERS, TournamentPattern.ROUND_ROBIN])
-def test_position_bias_cancels(renderer, pattern: TournamentPattern) -> None:
+@pytest.mark.parametrize("pattern", [PairingScheme.BOTH_ORDERS, PairingScheme.ROUND_ROBIN])
+def test_position_bias_cancels(renderer, pattern: PairingScheme) -> None:
     clear_judges()
     rewards = anyio.run(
         pairwise_rewards, pairwise("scripted:prefers_a", pattern), renderer, ["a", "bb", "ccc", "dddd"]
@@ -447,14 +447,14 @@ def test_position_bias_cancels(renderer, pattern: TournamentPattern) -> None:
 
 def test_position_bias_shows_without_both_orders(renderer) -> None:
     clear_judges()
-    builder = pairwise("scripted:prefers_a", TournamentPattern.ALL_PAIRS)
+    builder = pairwise("scripted:prefers_a", PairingScheme.ALL_PAIRS)
     rewards = [r for r, _ in anyio.run(pairwise_rewards, builder, renderer, ["a", "bb", "ccc", "dddd"])]
     assert rewards == [1.0, 2 / 3, 1 / 3, 0.0]
 
 
 def test_pairwise_win_rate_follows_the_judge(renderer) -> None:
     clear_judges()
-    builder = pairwise("scripted:longer", TournamentPattern.BOTH_ORDERS)
+    builder = pairwise("scripted:longer", PairingScheme.BOTH_ORDERS)
     rewards = anyio.run(pairwise_rewards, builder, renderer, ["Paris", "Paris, France", "P", "It is Paris."])
     win = [r for r, _ in rewards]
     assert win == [pytest.approx(x) for x in (1 / 3, 1.0, 0.0, 2 / 3)]
@@ -464,7 +464,7 @@ def test_pairwise_win_rate_follows_the_judge(renderer) -> None:
 def test_pairwise_comparisons_run_concurrently(renderer) -> None:
     """G=4, BOTH_ORDERS: 12 comparisons of a 50 ms judge; sequential would take >= 0.6 s."""
     clear_judges()
-    builder = pairwise("scripted:sleep:50:prefers_a", TournamentPattern.BOTH_ORDERS, cache=False)
+    builder = pairwise("scripted:sleep:50:prefers_a", PairingScheme.BOTH_ORDERS, cache=False)
 
     async def main():
         envs, trajectories = await play(builder, renderer, [[t] for t in ["a", "b", "c", "d"]])
@@ -481,7 +481,7 @@ def test_pairwise_comparisons_run_concurrently(renderer) -> None:
 
 def test_pairwise_failing_judge_gives_fallback(renderer) -> None:
     clear_judges()
-    builder = pairwise("scripted:hangs", TournamentPattern.BOTH_ORDERS, fallback_reward=0.25, max_attempts=1)
+    builder = pairwise("scripted:hangs", PairingScheme.BOTH_ORDERS, fallback_reward=0.25, max_attempts=1)
 
     async def main():
         with anyio.fail_after(10):
@@ -499,7 +499,7 @@ def test_pairwise_failing_judge_gives_fallback(renderer) -> None:
 
 def test_pairwise_forfeit_loses_without_a_judge_call(renderer) -> None:
     clear_judges()
-    builder = pairwise("scripted:prefers_a", TournamentPattern.BOTH_ORDERS, group_size=3)
+    builder = pairwise("scripted:prefers_a", PairingScheme.BOTH_ORDERS, group_size=3)
     rewards = anyio.run(pairwise_rewards, builder, renderer, ["x", "", "y"])  # "" = empty action: a fault
     win = [r for r, _ in rewards]
     assert win[1] == 0.0 and win[0] == win[2] == pytest.approx(0.75)
@@ -522,7 +522,7 @@ def test_builders_pickle_and_dataset_builds() -> None:
     user = UserConfig(model=fast("scripted:reply:ok"))
     for builder in (
         RubricGroupBuilder(TASK, RUBRIC, fast("scripted:score:7"), 2, user=user),
-        pairwise("scripted:prefers_a", TournamentPattern.ROUND_ROBIN),
+        pairwise("scripted:prefers_a", PairingScheme.ROUND_ROBIN),
     ):
         assert pickle.loads(pickle.dumps(builder)) == builder
     dataset_builder = chz.entrypoint(

@@ -12,9 +12,9 @@ from envs.judge import (
     JudgeConfig,
     JudgeEnvConfig,
     JudgeEnvKind,
+    PairingScheme,
     PairwiseGroupBuilder,
     RubricGroupBuilder,
-    TournamentPattern,
 )
 from envs.judge.train import JudgeTrainConfig
 from training._logging import read_rows
@@ -59,7 +59,7 @@ def test_pairwise_multi_turn_keys() -> None:
     train, _ = anyio.run(builder)
     groups = [g for i in range(len(train)) for g in train.get_batch(i)]
     assert all(
-        isinstance(g, PairwiseGroupBuilder) and g.pattern is TournamentPattern.ROUND_ROBIN for g in groups
+        isinstance(g, PairwiseGroupBuilder) and g.pattern is PairingScheme.ROUND_ROBIN for g in groups
     )
     multi = [g for g in groups if isinstance(g, PairwiseGroupBuilder) and g.task.turns > 1]
     assert multi and all(g.user is not None and g.user.model.completer == "scripted:reply:ok" for g in multi)

@@ -14,8 +14,8 @@ from envs.math import (
     DatasetFormatError,
     Split,
     evaluate,
-    extract_gsm8k_answer,
     generate_problems,
+    gsm8k_reference_answer,
     load_gsm8k,
     load_jsonl,
     load_math,
@@ -143,7 +143,7 @@ def test_hub_is_not_reached_offline(monkeypatch):
 
 
 def test_extract_gsm8k_answer_takes_the_last_marker_and_drops_commas():
-    assert extract_gsm8k_answer("a\n#### 1\nb\n#### 1,234") == "1234"
+    assert gsm8k_reference_answer("a\n#### 1\nb\n#### 1,234") == "1234"
 
 
 def test_load_split_uses_the_split_pattern(tmp_path):

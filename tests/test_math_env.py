@@ -26,7 +26,7 @@ from envs.math import (
     MathRLDataset,
     generate_problems,
 )
-from renderers_ext import get_renderer
+from renderers_ext import load_renderer
 
 PROBLEM = MathProblem("What is 12 * 12?", "144")
 TOOL_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "12*12"}}\n</tool_call>'
@@ -119,7 +119,7 @@ def test_feedback_game_ends_after_max_attempts(renderer, grader):
 
 
 def test_feedback_episode_is_one_datum_with_qwen3_instruct(grader):
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     config = MathEnvConfig.preset("feedback", max_attempts=3)
     replies = ["I guess \\boxed{140}", "Maybe 145", "12 * 12 = 144. \\boxed{144}"]
     policy = ScriptedTokenCompleter(replies, renderer.tokenizer, stop_token=renderer.get_stop_sequences()[0])

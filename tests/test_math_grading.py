@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from envs.math import Grader, GraderConfig, GradeStatus, extract_boxed, normalize_answer
+from envs.math import Grader, GraderConfig, GradeStatus, last_boxed, normalize_answer
 from envs.math._grading_core import fast_compare
 
 # (answer, reference): must grade as equal.
@@ -177,7 +177,7 @@ def test_statuses_are_counted(grader):
     ],
 )
 def test_extract_boxed(text, expected):
-    assert extract_boxed(text) == expected
+    assert last_boxed(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -372,5 +372,5 @@ def test_a_forked_child_gets_its_own_workers():
 
 
 def test_extract_boxed_gives_up_on_many_unclosed_boxes():
-    assert extract_boxed("\\boxed{1} " + "\\boxed{" * 5000) is None  # bounded work, no answer
-    assert extract_boxed("\\boxed{1} " + "\\boxed{" * 3) == "1"
+    assert last_boxed("\\boxed{1} " + "\\boxed{" * 5000) is None  # bounded work, no answer
+    assert last_boxed("\\boxed{1} " + "\\boxed{" * 3) == "1"

@@ -24,10 +24,10 @@ from envs.math import (
     MathEnvConfig,
     MathProblem,
     ThinkingSolver,
-    has_thinking,
+    has_complete_thinking,
 )
 from envs.math.train import MathTrainConfig
-from renderers_ext import QWEN3_PRESERVE_THINKING, get_renderer
+from renderers_ext import QWEN3_PRESERVE_THINKING, load_renderer
 from rollout import EngineConfig, RolloutLimits, run_episode
 
 TINY = "turngym/tiny-random-llama"
@@ -44,7 +44,7 @@ def _play(env: MathEnv, player, config: EngineConfig | None = None):  # type: ig
 
 def test_a_thinking_series_asks_every_problem_in_one_conversation() -> None:
     config = MathEnvConfig(thinking=True, problems_per_episode=3)
-    env = MathEnv(get_renderer("qwen3", SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:])
+    env = MathEnv(load_renderer("qwen3", SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:])
     traj, stats = _play(env, ThinkingSolver(PROBLEMS))
     assert stats.turns == 3 and sum(t.reward for t in traj.transitions) == pytest.approx(1.0)
     final = traj.transitions[-1].metrics
@@ -53,7 +53,7 @@ def test_a_thinking_series_asks_every_problem_in_one_conversation() -> None:
     assert all(str(u).endswith(THINKING_INSTRUCTION) for u in users)
     assert users[-1] == f"Correct. Next question: {PROBLEMS[2].question}{THINKING_INSTRUCTION}"
     # the few-shot example thinks too
-    assert has_thinking(env.messages[1]) and config.max_turns == 3
+    assert has_complete_thinking(env.messages[1]) and config.max_turns == 3
 
 
 def test_a_series_with_feedback_moves_on_after_the_attempts_and_averages_rewards() -> None:
@@ -61,7 +61,7 @@ def test_a_series_with_feedback_moves_on_after_the_attempts_and_averages_rewards
         return {"role": "assistant", "content": "\\boxed{0}"}
 
     config = MathEnvConfig(problems_per_episode=2, max_attempts=2, fewshot=False)
-    env = MathEnv(get_renderer(None, SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:2])
+    env = MathEnv(load_renderer(None, SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:2])
     traj, stats = _play(env, wrong)
     assert stats.turns == 4  # two attempts at each of the two problems
     assert sum(t.reward for t in traj.transitions) == 0.0
@@ -74,7 +74,7 @@ def test_a_series_with_feedback_moves_on_after_the_attempts_and_averages_rewards
 
 def test_a_cut_reply_in_a_series_costs_the_format_term_and_the_series_goes_on() -> None:
     config = MathEnvConfig(problems_per_episode=3, fewshot=False)
-    env = MathEnv(get_renderer(None, SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:])
+    env = MathEnv(load_renderer(None, SMOLLM2), PROBLEMS[0], config, follow_ups=PROBLEMS[1:])
     traj, stats = _play(
         env, ThinkingSolver(PROBLEMS, thinking=False), EngineConfig(limits=RolloutLimits(max_turn_tokens=3))
     )

@@ -19,8 +19,8 @@ from renderers_ext import (
     CompactingRenderer,
     check_extension,
     first_divergence,
-    get_renderer,
     is_valid_utf8,
+    load_renderer,
     prompt_tokens,
     render_continuation,
     stop_overlap,
@@ -38,7 +38,7 @@ from renderers_ext.testing import (
 
 PROPERTY = settings(max_examples=200, deadline=None)
 NAMES = ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
-RENDERERS = {name: get_renderer(name, SMOLLM2) for name in NAMES}
+RENDERERS = {name: load_renderer(name, SMOLLM2) for name in NAMES}
 TOK = RENDERERS["qwen3"].tokenizer
 IM_END = 2
 
@@ -244,7 +244,7 @@ def test_compacting_renderer_pickles(name: str, period: int) -> None:
 
 
 def test_compacting_renderer_inner_keeps_base_untouched() -> None:
-    base = get_renderer("qwen3", SMOLLM2)
+    base = load_renderer("qwen3", SMOLLM2)
     CompactingRenderer(base, 2)
     assert base.strip_thinking_from_history is True  # type: ignore[attr-defined]
 

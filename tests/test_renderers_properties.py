@@ -27,7 +27,7 @@ from renderers_ext import (
     QWEN3_PRESERVE_THINKING,
     CompactingRenderer,
     extension_expected,
-    get_renderer,
+    load_renderer,
     strip_thinking,
 )
 from renderers_ext.testing import (
@@ -47,7 +47,7 @@ from renderers_ext.testing import (
 PROPERTY = settings(max_examples=200, deadline=None)
 
 RENDERERS = {
-    name: get_renderer(name, SMOLLM2)
+    name: load_renderer(name, SMOLLM2)
     for name in ("qwen3_instruct", "qwen3", QWEN3_PRESERVE_THINKING, "role_colon")
 }
 
@@ -246,7 +246,7 @@ def test_compaction_leaves_renderers_without_thinking_untouched(
 
 def test_injected_prefix_bug_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A renderer that drops one token of history fails the property test, readably."""
-    renderer = get_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2)  # a fresh instance, patched below
+    renderer = load_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2)  # a fresh instance, patched below
     original = renderer.render_message
 
     def drop_a_token(message, ctx):

@@ -16,7 +16,7 @@ from tinker_cookbook.rl.types import StopReason
 
 from backend.model import SMOLLM2
 from envs.core import ChatEnv, Reply
-from renderers_ext import CompactingRenderer, get_renderer
+from renderers_ext import CompactingRenderer, load_renderer
 from rollout import (
     LOG_COMPACTION,
     METRIC_COMPACTION,
@@ -67,7 +67,7 @@ def twenty_questions_batch(
 
 
 def test_cookbook_twenty_questions_runs_unchanged():
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     result, answerer = twenty_questions_batch(
         renderer, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=3
     )
@@ -90,7 +90,7 @@ def test_cookbook_twenty_questions_runs_unchanged():
 )
 @pytest.mark.parametrize("mode", [ExtensionCheck.FULL, ExtensionCheck.BOUNDARY])
 def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode):
-    renderer = get_renderer(name, SMOLLM2)
+    renderer = load_renderer(name, SMOLLM2)
     texts = [prefix + t for t in ["Is it a fruit?", "Is it red?", "Is it a tree?", "Guess: apple"]]
     result, _ = twenty_questions_batch(renderer, texts, config=EngineConfig(extension_check=mode))
     assert result.metrics["traj/ext_breaks"] == 0
@@ -99,7 +99,7 @@ def test_checker_passes_renderers_with_the_extension_property(name, prefix, mode
 
 def test_checker_marks_announced_breaks_as_expected():
     # qwen3 strips thinking from history: it announces no extension property, so breaks are expected
-    renderer = get_renderer("qwen3", SMOLLM2)
+    renderer = load_renderer("qwen3", SMOLLM2)
     assert not renderer.has_extension_property
     result, _ = twenty_questions_batch(
         renderer, [THINK + "Is it a fruit?", THINK + "Is it red?", THINK + "Guess: apple"]
@@ -110,7 +110,7 @@ def test_checker_marks_announced_breaks_as_expected():
     assert result.metrics["tokens/trained"] > result.metrics["tokens/unique"]
 
 
-class TurnCountingRenderer(type(get_renderer("qwen3_instruct", SMOLLM2))):  # type: ignore[misc]
+class TurnCountingRenderer(type(load_renderer("qwen3_instruct", SMOLLM2))):  # type: ignore[misc]
     """Deliberately broken: claims the extension property but rewrites the system prompt with
     the number of messages so far, so every observation changes its early tokens."""
 
@@ -121,7 +121,7 @@ class TurnCountingRenderer(type(get_renderer("qwen3_instruct", SMOLLM2))):  # ty
 
 
 def test_checker_flags_a_deliberately_broken_renderer_with_a_decoded_diff():
-    base = get_renderer("qwen3_instruct", SMOLLM2)
+    base = load_renderer("qwen3_instruct", SMOLLM2)
     broken = TurnCountingRenderer(base.tokenizer)
     assert broken.has_extension_property
     result, _ = twenty_questions_batch(broken, ["Is it a fruit?", "Is it red?", "Guess: apple"], num_envs=1)
@@ -142,7 +142,7 @@ def test_checker_flags_a_deliberately_broken_renderer_with_a_decoded_diff():
 
 
 def test_boundary_mode_also_flags_the_broken_renderer():
-    base = get_renderer("qwen3_instruct", SMOLLM2)
+    base = load_renderer("qwen3_instruct", SMOLLM2)
     result, _ = twenty_questions_batch(
         TurnCountingRenderer(base.tokenizer),
         ["Is it a fruit?", "Guess: apple"],
@@ -167,7 +167,7 @@ class Guess(ChatEnv):
 
 
 def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
-    renderer = get_renderer("qwen3", SMOLLM2)
+    renderer = load_renderer("qwen3", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
 
     async def main():
@@ -201,7 +201,7 @@ class CompactingTwentyQuestions(TwentyQuestionsEnv):
 
 
 def test_a_cookbook_env_that_opts_in_compacts():
-    renderer = get_renderer("qwen3", SMOLLM2)  # thinking, stripped from history every turn by default
+    renderer = load_renderer("qwen3", SMOLLM2)  # thinking, stripped from history every turn by default
     texts = [THINK + t for t in ["Is it a fruit?", "Is it red?", "Is it round?", "Is it big?", "Guess: apple"]]
 
     async def main(config: EngineConfig, env_type: type[TwentyQuestionsEnv]):
@@ -226,7 +226,7 @@ def test_a_cookbook_env_that_opts_in_compacts():
 
 
 def test_an_env_that_cannot_compact_gets_a_clear_refusal():
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, ["Guess: apple"]))
 
     async def main():
@@ -239,7 +239,7 @@ def test_an_env_that_cannot_compact_gets_a_clear_refusal():
 
 
 def test_a_refused_compaction_fails_the_group_with_its_reason():
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     result, answerer = twenty_questions_batch(
         renderer, ["Guess: apple"], num_envs=2, config=EngineConfig(compaction_period=2)
     )
@@ -251,7 +251,7 @@ def test_a_refused_compaction_fails_the_group_with_its_reason():
 
 
 def test_an_optional_compaction_warns_once_and_counts(caplog):
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     config = EngineConfig(compaction_period=2, compaction_required=False)
     with caplog.at_level("WARNING", logger="rollout._compaction"):
         result, _ = twenty_questions_batch(renderer, ["Guess: apple"], num_envs=3, config=config)
@@ -264,7 +264,7 @@ def test_an_optional_compaction_warns_once_and_counts(caplog):
 
 
 def test_chat_env_compaction_seam_is_idempotent_and_only_before_the_episode():
-    renderer = get_renderer("qwen3", SMOLLM2)
+    renderer = load_renderer("qwen3", SMOLLM2)
     env = Guess(renderer)
     assert isinstance(env, SupportsCompaction)
     env.set_compaction_period(3)
@@ -291,7 +291,7 @@ class FewShotGuess(Guess):
 
 
 def test_compaction_windows_count_few_shot_assistant_messages_so_no_break_is_unexpected():
-    renderer = get_renderer("qwen3", SMOLLM2)
+    renderer = load_renderer("qwen3", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
 
     async def main():
@@ -308,7 +308,7 @@ def test_compaction_windows_count_few_shot_assistant_messages_so_no_break_is_une
 def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
     from tinker_cookbook.recipes.multiplayer_rl.guess_number.env import GuessNumberEnvGroupBuilder
 
-    renderer = get_renderer("qwen3_instruct", SMOLLM2)
+    renderer = load_renderer("qwen3_instruct", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]))
     builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=2)
     result = anyio.run(RolloutEngine(policy).run_batch, [builder])
@@ -328,7 +328,7 @@ def test_transcripts_show_where_a_compaction_happened():
     from rollout import decoded_turns, render_html
     from training._transcripts import episode_html
 
-    renderer = get_renderer("qwen3", SMOLLM2)
+    renderer = load_renderer("qwen3", SMOLLM2)
     policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
 
     async def main():

@@ -45,7 +45,7 @@ from envs.twenty_questions import (
     parse_guess,
     parse_yes_no,
     pick_candidates,
-    play_env,
+    play_with_player,
     player_prompt,
     scripted_game,
     text_to_action,
@@ -121,7 +121,7 @@ def stop_reason(result) -> StopReason:
 @pytest.mark.parametrize("answerer", ["kb", "llm"])
 def test_always_correct_wins_in_one_turn(renderer, answerer):
     env = make_env(renderer, answerer, max_questions=5, win_reward=1.0)
-    record = asyncio.run(play_env(env, FixedPlayer(("Guess: dog",))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Guess: dog",))))
     assert record.rewards == [1.0]
     assert record.stop_reason == StopReason.COMPLETED
     assert record.metrics[Metric.WIN] == 1.0
@@ -133,7 +133,7 @@ def test_always_correct_wins_in_one_turn(renderer, answerer):
 @pytest.mark.parametrize("answerer", ["kb", "llm"])
 def test_always_wrong_runs_out_of_turns(renderer, answerer):
     env = make_env(renderer, answerer, max_questions=4, wrong_guess_reward=-0.25)
-    record = asyncio.run(play_env(env, FixedPlayer(("Guess: cat",))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Guess: cat",))))
     assert record.rewards == [-0.25] * 4
     assert record.stop_reason == StopReason.MAX_TURNS
     assert record.metrics[Metric.WIN] == 0.0
@@ -144,7 +144,7 @@ def test_always_wrong_runs_out_of_turns(renderer, answerer):
 @pytest.mark.parametrize("answerer", ["kb", "llm"])
 def test_questions_earn_the_question_reward(renderer, answerer):
     env = make_env(renderer, answerer, max_questions=3, question_reward=-0.05)
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it alive?", "Guess: cat", "Is it big?"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it alive?", "Guess: cat", "Is it big?"))))
     assert record.rewards == [-0.05, 0.0, -0.05]
     assert record.metrics[Metric.QUESTIONS] == 2.0
     assert record.stop_reason == StopReason.MAX_TURNS
@@ -152,7 +152,7 @@ def test_questions_earn_the_question_reward(renderer, answerer):
 
 def test_max_guesses_ends_the_game_lost(renderer):
     env = make_env(renderer, max_questions=10, max_guesses=2)
-    record = asyncio.run(play_env(env, FixedPlayer(("Guess: cat", "Is it alive?", "Guess: cow"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Guess: cat", "Is it alive?", "Guess: cow"))))
     assert len(record.rewards) == 3
     assert record.stop_reason == StopReason.COMPLETED
     assert record.metrics[Metric.WIN] == 0.0
@@ -163,7 +163,7 @@ def test_max_guesses_ends_the_game_lost(renderer):
 @pytest.mark.parametrize("answerer", ["kb", "llm"])
 def test_garbage_gets_format_penalty_every_turn(renderer, answerer):
     env = make_env(renderer, answerer, max_questions=3, format_penalty=0.2)
-    record = asyncio.run(play_env(env, FixedPlayer(("banana banana banana",))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("banana banana banana",))))
     assert record.rewards == [pytest.approx(-0.2)] * 3
     assert record.stop_reason == StopReason.MAX_TURNS
     assert record.metrics[Metric.FORMAT_VIOLATIONS] == 3.0
@@ -205,7 +205,7 @@ def test_invalid_utf8_is_parse_error_fault(renderer, answerer):
 def test_optimal_player_wins_and_questions_are_answered_truthfully(renderer, answerer):
     word = "piano"
     env = make_env(renderer, answerer, word=word, max_questions=20)
-    record = asyncio.run(play_env(env, KBOptimalPlayer(max_questions=20)))
+    record = asyncio.run(play_with_player(env, KBOptimalPlayer(max_questions=20)))
     assert record.won and record.rewards[-1] == 1.0
     kb = default_kb()
     questions = 0
@@ -226,7 +226,7 @@ def test_optimal_player_wins_and_questions_are_answered_truthfully(renderer, ans
 def test_llm_answerer_fallback_is_counted_and_shown(renderer):
     completer = YesNoCompleter(fixed="I am not sure, maybe.")
     env = TwentyQuestionsEnv(renderer, SECRET, LLMAnswerer(completer), classic(max_questions=2))
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?",))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it an animal?",))))
     assert record.metrics[Metric.ANSWERER_FALLBACKS] == 2.0
     assert record.metrics[Metric.ANSWERS_UNKNOWN] == 2.0
     assert record.messages[2]["content"] == "I can't answer that."
@@ -242,14 +242,14 @@ def test_llm_answerer_fallback_is_configurable(renderer):
         LLMAnswerer(YesNoCompleter(fixed="hmm"), fallback=Answer.NO),
         classic(),
     )
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Guess: dog"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it an animal?", "Guess: dog"))))
     assert record.messages[2]["content"] == "No."
     assert record.metrics[Metric.ANSWERER_FALLBACKS] == 1.0 and record.metrics[Metric.ANSWERS_NO] == 1.0
 
 
 def test_kb_unknown_question_is_counted(renderer):
     env = make_env(renderer, max_questions=2)
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it heavier than a person?", "Guess: dog"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it heavier than a person?", "Guess: dog"))))
     assert record.messages[2]["content"] == "I can't answer that."
     assert record.metrics[Metric.ANSWERS_UNKNOWN] == 1.0 and record.metrics[Metric.ANSWERER_FALLBACKS] == 0.0
     assert record.won
@@ -257,17 +257,17 @@ def test_kb_unknown_question_is_counted(renderer):
 
 def test_efficiency_bonus(renderer):
     env = make_env(renderer, max_questions=4, efficiency_bonus=0.5)
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it alive?", "Is it a pet?", "Guess: dogs"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it alive?", "Is it a pet?", "Guess: dogs"))))
     assert record.rewards == [0.0, 0.0, pytest.approx(1.0 + 0.5 * (4 - 2) / 4)]
     first = asyncio.run(
-        play_env(make_env(renderer, max_questions=4, efficiency_bonus=0.5), FixedPlayer(("Guess: dog",)))
+        play_with_player(make_env(renderer, max_questions=4, efficiency_bonus=0.5), FixedPlayer(("Guess: dog",)))
     )
     assert first.rewards == [pytest.approx(1.5)]
 
 
 def test_one_episode_is_one_token_sequence(renderer):
     env = make_env(renderer, max_questions=6)
-    asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Is it a pet?", "Guess: dog"))))
+    asyncio.run(play_with_player(env, FixedPlayer(("Is it an animal?", "Is it a pet?", "Guess: dog"))))
     assert env.rerenders == 0  # the qwen3_instruct renderer has the extension property
     text = renderer.tokenizer.decode(env.observation_tokens)
     assert text.count("Is it a pet?") == 1 and text.rstrip().endswith("Guess: dog<|im_end|>")
@@ -664,7 +664,7 @@ def test_turns_are_logged_to_the_cookbooks_transcripts(renderer, tmp_path):
 
     path = tmp_path / "trace.html"
     with logtree.init_trace("twenty questions", path=path):
-        asyncio.run(play_env(make_env(renderer), FixedPlayer(("Is it a cat?", "Guess: dog"))))
+        asyncio.run(play_with_player(make_env(renderer), FixedPlayer(("Is it a cat?", "Guess: dog"))))
     html = path.read_text()
     assert "Is it a cat?" in html and "Reply: No." in html
     assert "Game over - secret: dog, won: True" in html
@@ -682,7 +682,7 @@ def test_dataset_builder_llm_answerer_on_the_local_backend(renderer):
     train, _ = builder.build(answerer)
     word = train.get_batch(0)[0].word
     env = TwentyQuestionsEnv(renderer, word, answerer, classic(max_questions=3))
-    record = asyncio.run(play_env(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}"))))
+    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}"))))
     m = record.metrics
     assert record.won and m[Metric.QUESTIONS] == 2.0
     assert m[Metric.ANSWERS_YES] + m[Metric.ANSWERS_NO] + m[Metric.ANSWERS_UNKNOWN] == 2.0

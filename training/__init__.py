@@ -11,7 +11,7 @@ Abstractions:
 - :class:`ConfigError`: those one-line errors.
 - :func:`train` / :func:`train_async`: run or resume the loop (sample -> datums ->
   ``forward_backward`` + ``optim_step`` -> new sampler), on the local backend or Tinker.
-- :class:`RunSummary`: what a call did (steps, last held-out evaluation, run folder, and
+- :class:`TrainSummary`: what a call did (steps, last held-out evaluation, run folder, and
   whether most steps trained on no datum: a run that learns nothing says so, see
   :data:`METRIC_NO_DATUM`).
 - :class:`WarmStartConfig` (the ``warm_start.*`` keys of every train CLI) and

@@ -34,7 +34,7 @@ from ._loop import (
     RunFolderError as RunFolderError,
 )
 from ._loop import (
-    RunSummary as RunSummary,
+    TrainSummary as TrainSummary,
 )
 from ._loop import (
     WarmStart as WarmStart,

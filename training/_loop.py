@@ -65,7 +65,7 @@ class RunFolderError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class TrainSummary:
     """What a call to :func:`train` did."""
 
     log_path: Path
@@ -282,7 +282,7 @@ def train(
     *,
     dataset_builder: RLDatasetBuilder | None = None,
     warm_start: WarmStart | None = None,
-) -> RunSummary:
+) -> TrainSummary:
     """Run (or resume) training as configured; blocking. See :func:`train_async`."""
     return anyio.run(lambda: train_async(config, dataset_builder=dataset_builder, warm_start=warm_start))
 
@@ -292,7 +292,7 @@ async def train_async(
     *,
     dataset_builder: RLDatasetBuilder | None = None,
     warm_start: WarmStart | None = None,
-) -> RunSummary:
+) -> TrainSummary:
     """Run (or resume) training as configured.
 
     Args:
@@ -381,7 +381,7 @@ class _Run:
         self.sampler_step = step
 
     # ------------------------------------------------------------------ run
-    async def run(self) -> RunSummary:
+    async def run(self) -> TrainSummary:
         config, log_path = self.config, self.log_path
         record = self._resume_point()
         start = record.batch if record is not None else 0
@@ -457,7 +457,7 @@ class _Run:
         if after_warm:
             logger.info("held-out after the warm start: %s", _eval_line(after_warm))
         steps = self.metrics_log.rows()
-        return RunSummary(
+        return TrainSummary(
             log_path=log_path,
             start_step=start,
             end_step=end,

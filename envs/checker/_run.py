@@ -791,10 +791,10 @@ def make_renderer(renderer_name: str | None, model_name: str | None = None) -> R
     ``model_name`` None: the embedded SmolLM2; ``renderer_name`` None: the model's recommended
     renderer. The embedded models' tokenizers are registered first (offline)."""
     from backend.model import SMOLLM2, register_tokenizers
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
     register_tokenizers()
-    return get_renderer(renderer_name, model_name or SMOLLM2)
+    return load_renderer(renderer_name, model_name or SMOLLM2)
 
 
 def check_conformance(

@@ -47,13 +47,13 @@ def cookbook_twenty_questions(seed: int = 0, group_size: int = 2) -> EnvGroupBui
     )
 
     from backend.model import SMOLLM2, register_tokenizers
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
     register_tokenizers()  # its renderer is built here and unpickled by name
     words = _load_words_from_file()
     return TwentyQuestionsEnvGroupBuilder(
         answerer=ScriptedAnswerer(),
         answer=words[seed % len(words)],
-        renderer=get_renderer("qwen3_instruct", SMOLLM2),
+        renderer=load_renderer("qwen3_instruct", SMOLLM2),
         num_envs=group_size,
     )

@@ -9,7 +9,7 @@
   :func:`parse_score`, :func:`load_rubrics` (``rubric.py``); :class:`JudgeTask`, :func:`load_tasks`
   (``tasks.py``, whose ``check_files`` the train command runs first); grading a transcript:
   :func:`grade`, :class:`RubricGrade`.
-- Pairwise preference: :class:`TournamentPattern`, :func:`tournament_pairs`, :func:`run_tournament`,
+- Pairwise preference: :class:`PairingScheme`, :func:`tournament_pairs`, :func:`run_tournament`,
   :func:`win_rates`, :func:`parse_preference`.
 - Envs: :class:`RubricEnv`, :class:`PairwiseEnv` (``ChatEnv`` s, single- or multi-turn with a
   :class:`SimulatedUser`), their picklable group builders and :class:`JudgeDatasetBuilder`.

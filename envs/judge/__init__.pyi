@@ -25,7 +25,7 @@ from .config import (
     OnTruncation as OnTruncation,
 )
 from .config import (
-    TournamentPattern as TournamentPattern,
+    PairingScheme as PairingScheme,
 )
 from .env import (
     DEFAULT_FAULTS as DEFAULT_FAULTS,
@@ -91,7 +91,7 @@ from .judge import (
     sum_metrics as sum_metrics,
 )
 from .pairwise import (
-    Comparison as Comparison,
+    TournamentMatch as TournamentMatch,
 )
 from .pairwise import (
     TournamentResult as TournamentResult,

@@ -144,7 +144,7 @@ class OnTruncation(StrEnum):
     token, so the token history still extends. Useful for small policies that ramble."""
 
 
-class TournamentPattern(StrEnum):
+class PairingScheme(StrEnum):
     """Which pairs of a group's responses the judge compares (response ``i`` shown as A, ``j`` as B)."""
 
     ALL_PAIRS = "all_pairs"
@@ -177,7 +177,7 @@ class JudgeEnvConfig:
     multi_turn: bool = False
     """Keep the persona tasks multi-turn, with a simulated user (slower); False: every task is
     one turn."""
-    pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
+    pattern: PairingScheme = PairingScheme.BOTH_ORDERS
     """Pairwise tournament: ``both_orders``, ``all_pairs`` or ``round_robin``."""
     rounds: int = 1
     """Neighbours each answer meets under ``round_robin``."""
@@ -193,7 +193,7 @@ class JudgeEnvConfig:
     def _check(self) -> None:
         if self.kind not in tuple(JudgeEnvKind):
             raise ValueError(f"kind must be 'rubric' or 'pairwise', got {self.kind!r}")
-        if self.pattern not in tuple(TournamentPattern):
+        if self.pattern not in tuple(PairingScheme):
             raise ValueError(f"pattern must be both_orders, all_pairs or round_robin, got {self.pattern!r}")
         if self.on_truncation not in tuple(OnTruncation):
             raise ValueError(f"on_truncation must be 'judge' or 'continue', got {self.on_truncation!r}")

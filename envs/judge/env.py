@@ -36,7 +36,7 @@ from envs.judge.config import (
     JudgeEnvConfig,
     JudgeEnvKind,
     OnTruncation,
-    TournamentPattern,
+    PairingScheme,
 )
 from envs.judge.judge import Judge, JudgeResult, JudgeStatus, get_judge, sum_metrics
 from envs.judge.pairwise import run_tournament, tournament_pairs
@@ -285,9 +285,9 @@ class PairwiseEnv(JudgedChatEnv):
 # --------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=16)
 def _renderer(name: str | None, model_name: str) -> Renderer:
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
-    return get_renderer(name, model_name)
+    return load_renderer(name, model_name)
 
 
 def _simulated_user(config: UserConfig | None, task: JudgeTask) -> SimulatedUser | None:
@@ -351,7 +351,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
     task: JudgeTask
     judge: JudgeConfig
     group_size: int
-    pattern: TournamentPattern = TournamentPattern.BOTH_ORDERS
+    pattern: PairingScheme = PairingScheme.BOTH_ORDERS
     rounds: int = 1
     rubric: Rubric | None = None
     model_name_for_tokenizer: str = SMOLLM2
@@ -485,7 +485,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
                 task=task,
                 judge=judge,
                 group_size=group_size,
-                pattern=TournamentPattern(self.env.pattern),
+                pattern=PairingScheme(self.env.pattern),
                 rounds=self.env.rounds,
                 rubric=rubrics[task.rubric],
                 model_name_for_tokenizer=self.model_name_for_tokenizer,

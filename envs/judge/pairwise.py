@@ -1,7 +1,7 @@
 """Pairwise preference: tournament patterns, the comparison prompt, concurrent tournaments, win rates.
 
 The G responses of a group (to the same prompt) meet in pairs chosen by a
-:class:`TournamentPattern`; a :class:`~envs.judge.judge.Judge` says which of each pair is better;
+:class:`PairingScheme`; a :class:`~envs.judge.judge.Judge` says which of each pair is better;
 each response's reward is its win rate (a tie is half a win). All comparisons of a tournament
 run concurrently (one anyio task group; the judge's limiter caps what is in flight).
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import anyio
 from tinker_cookbook.renderers import Message
 
-from envs.judge.config import TournamentPattern
+from envs.judge.config import PairingScheme
 from envs.judge.judge import Judge, JudgeResult, sum_metrics
 from envs.judge.text import format_transcript, json_objects
 
@@ -43,14 +43,14 @@ _BARE_RE = re.compile(r"^\s*(?:response\s+)?(A|B|tie)\s*\.?\s*$", re.IGNORECASE)
 DEFAULT_COMPARISON_SYSTEM = "You are an impartial judge. You compare two responses to the same conversation."
 
 
-def tournament_pairs(n: int, pattern: TournamentPattern | str, rounds: int = 1) -> list[tuple[int, int]]:
+def tournament_pairs(n: int, pattern: PairingScheme | str, rounds: int = 1) -> list[tuple[int, int]]:
     """The ``(A index, B index)`` comparisons of a group of ``n`` responses."""
-    pattern = TournamentPattern(pattern)
+    pattern = PairingScheme(pattern)
     if n < 0:
         raise ValueError(f"group size must be >= 0, got {n}")
-    if pattern is TournamentPattern.ALL_PAIRS:
+    if pattern is PairingScheme.ALL_PAIRS:
         return [(i, j) for i in range(n) for j in range(i + 1, n)]
-    if pattern is TournamentPattern.BOTH_ORDERS:
+    if pattern is PairingScheme.BOTH_ORDERS:
         return [(i, j) for i in range(n) for j in range(n) if i != j]
     if n < 2:
         return []
@@ -131,7 +131,7 @@ def win_rates(n: int, outcomes: Sequence[tuple[int, int, float | None]], fallbac
 
 
 @dataclass(frozen=True)
-class Comparison:
+class TournamentMatch:
     """One decided (or failed) comparison of a tournament."""
 
     a: int
@@ -150,7 +150,7 @@ class TournamentResult:
 
     rewards: tuple[float, ...]
     """Win rate per response (fallback value for a response with no decided comparison)."""
-    comparisons: tuple[Comparison, ...]
+    comparisons: tuple[TournamentMatch, ...]
     """Every comparison, in pattern order."""
     wall_s: float
     """Wall time of the tournament."""
@@ -179,7 +179,7 @@ async def run_tournament(
     conversation: Sequence[Message],
     responses: Sequence[Sequence[Message]],
     *,
-    pattern: TournamentPattern | str = TournamentPattern.BOTH_ORDERS,
+    pattern: PairingScheme | str = PairingScheme.BOTH_ORDERS,
     rounds: int = 1,
     forfeits: Sequence[bool] | None = None,
     criteria: str = "",
@@ -202,17 +202,17 @@ async def run_tournament(
     if len(forfeit) != n:
         raise ValueError(f"forfeits has {len(forfeit)} entries for {n} responses")
     pairs = tournament_pairs(n, pattern, rounds)
-    comparisons: list[Comparison | None] = [None] * len(pairs)
+    comparisons: list[TournamentMatch | None] = [None] * len(pairs)
     namespace = _namespace(criteria)
 
     async def compare(index: int, a: int, b: int) -> None:
         if forfeit[a] or forfeit[b]:
             p_b = 0.5 if forfeit[a] and forfeit[b] else (1.0 if forfeit[a] else 0.0)
-            comparisons[index] = Comparison(a, b, p_b, None)
+            comparisons[index] = TournamentMatch(a, b, p_b, None)
             return
         prompt = comparison_prompt(conversation, responses[a], responses[b], criteria=criteria)
         result = await judge.ask(prompt, parse_preference, namespace=namespace)
-        comparisons[index] = Comparison(a, b, result.value if result.ok else None, result)
+        comparisons[index] = TournamentMatch(a, b, result.value if result.ok else None, result)
 
     if concurrent:
         async with anyio.create_task_group() as tg:

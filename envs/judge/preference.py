@@ -261,7 +261,7 @@ async def judged_pairs(
     from tinker_cookbook.completers import TinkerTokenCompleter
     from tinker_cookbook.rl.rollouts import do_single_rollout
 
-    from envs.judge import JudgeConfig, PairwiseGroupBuilder, TournamentPattern, load_rubrics
+    from envs.judge import JudgeConfig, PairingScheme, PairwiseGroupBuilder, load_rubrics
 
     judge = JudgeConfig(
         config.judge,
@@ -285,7 +285,7 @@ async def judged_pairs(
             task=task,
             judge=judge,
             group_size=config.group_size,
-            pattern=TournamentPattern(config.pattern),
+            pattern=PairingScheme(config.pattern),
             rounds=config.rounds,
             rubric=rubrics.get(task.rubric),
             model_name_for_tokenizer=config.model_name,
@@ -496,7 +496,7 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
 
     from backend.model import register_tokenizers
     from backend.offline import use_local_backend
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
     out = Path(config.log_path).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -510,7 +510,7 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
     )
     with block:
         service = tinker.ServiceClient(base_url=config.base_url)
-        renderer = get_renderer(config.renderer_name, config.model_name)
+        renderer = load_renderer(config.renderer_name, config.model_name)
         print("[preference] 1/3 SL warm start", flush=True)
         sl = asyncio.run(_sl_step(config, service, renderer, out / "sl"))
         print(

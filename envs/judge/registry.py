@@ -91,9 +91,9 @@ class PrefilledSamplingCompleter(MessageCompleter):
 
 
 def _sampling_completer(config: JudgeConfig, model: str, sampling_client: Any) -> MessageCompleter:
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
-    renderer = get_renderer(config.renderer_name, model)  # None: the model's recommended renderer
+    renderer = load_renderer(config.renderer_name, model)  # None: the model's recommended renderer
     if config.reply_prefix:
         return PrefilledSamplingCompleter(
             sampling_client,

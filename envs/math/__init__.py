@@ -4,14 +4,14 @@
   ``single``, ``feedback``, ``calculator``; :class:`CalculatorMode`).
 - Grading: :class:`Grader` (worker processes, hard timeout, in-process fast path),
   :class:`GraderConfig`, :class:`GradeResult`, :class:`GradeStatus`, :class:`GraderStats`,
-  :func:`default_grader`, :func:`normalize_answer`, :func:`extract_boxed`.
+  :func:`default_grader`, :func:`normalize_answer`, :func:`last_boxed`.
 - Calculator: :func:`evaluate` (safe ``ast`` arithmetic), :class:`CalculatorLimits`,
   :class:`CalculatorError`.
 - Data: :class:`MathProblem`, :func:`generate_problems` (seeded, offline), :func:`load_gsm8k`,
   :func:`load_math`, :func:`load_jsonl`, :func:`load_split`, :func:`check_source` (validate
   before a model loads), :class:`DatasetFormatError`, :class:`Split`.
 - Thinking: :class:`ThinkingSolver` (the scripted solver of warm starts), :func:`reasoning_for`,
-  :func:`has_thinking`, :data:`THINKING_INSTRUCTION`, :data:`THINKING_RENDERER`.
+  :func:`has_complete_thinking`, :data:`THINKING_INSTRUCTION`, :data:`THINKING_RENDERER`.
 - Builders: :class:`MathGroupBuilder`, :class:`MathRLDataset`, :class:`MathDatasetBuilder` (chz;
   scripts warm-start episodes).
 - Entry points: ``python -m envs.math.train`` and ``python -m envs.math.eval``.

@@ -46,10 +46,10 @@ from .data import (
     check_source as check_source,
 )
 from .data import (
-    extract_gsm8k_answer as extract_gsm8k_answer,
+    generate_problems as generate_problems,
 )
 from .data import (
-    generate_problems as generate_problems,
+    gsm8k_reference_answer as gsm8k_reference_answer,
 )
 from .data import (
     load_gsm8k as load_gsm8k,
@@ -82,7 +82,7 @@ from .env import (
     MathEnv as MathEnv,
 )
 from .env import (
-    has_thinking as has_thinking,
+    has_complete_thinking as has_complete_thinking,
 )
 from .env import (
     supports_tools as supports_tools,
@@ -106,7 +106,7 @@ from .grading import (
     default_grader as default_grader,
 )
 from .grading import (
-    extract_boxed as extract_boxed,
+    last_boxed as last_boxed,
 )
 from .grading import (
     normalize_answer as normalize_answer,

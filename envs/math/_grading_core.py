@@ -27,7 +27,7 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _MAX_BOX_TRIES = 8
 
 
-def extract_boxed(text: str) -> str | None:
+def last_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{...}`` (or ``\\fbox{...}``, ``\\boxed 5``) in ``text``.
 
     Braces are matched, so ``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``. Returns None when
@@ -131,7 +131,7 @@ def normalize_answer(text: str) -> str:
     a trailing full stop, multiple-choice ``(B)`` -> ``B`` and case of plain words.
     """
     s = text.strip()
-    boxed = extract_boxed(s) if s.startswith(_BOX_COMMANDS) else None
+    boxed = last_boxed(s) if s.startswith(_BOX_COMMANDS) else None
     if boxed is not None:
         s = boxed.strip()
     s = s.replace("\n", " ").replace("\\\\", "\\")

@@ -21,7 +21,7 @@ from envs.math._keys import check_data_keys
 from envs.math.config import MathEnvConfig
 from envs.math.data import MathProblem, Split, load_split
 from envs.math.env import MathEnv
-from renderers_ext import get_renderer
+from renderers_ext import load_renderer
 
 __all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset"]
 
@@ -39,14 +39,14 @@ class MathGroupBuilder(EnvGroupBuilder):
     model_name_for_tokenizer: str = SMOLLM2
     """Model whose tokenizer the renderer uses."""
     renderer_name: str | None = None
-    """Renderer name (see ``renderers_ext.get_renderer``; None: the model's recommended one)."""
+    """Renderer name (see ``renderers_ext.load_renderer``; None: the model's recommended one)."""
     dataset_name: str = "math"
     """Logging tag."""
     follow_ups: tuple[MathProblem, ...] = ()
     """The problems asked after :attr:`problem` in a series (``config.problems_per_episode``)."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = get_renderer(
+        renderer = load_renderer(
             self.config.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer
         )
         return [
@@ -219,7 +219,7 @@ class MathDatasetBuilder(RLDatasetBuilder):
             self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels
         )
         pool = MathRLDataset(problems, batch_size=1, group_size=1, config=self.env, seed=seed)
-        renderer = get_renderer(self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer)
+        renderer = load_renderer(self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):
             first, *follow_ups = series = pool.series(i)

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from envs.math._grading_core import extract_boxed
+from envs.math._grading_core import last_boxed
 from envs.math._keys import SOURCES
 
 __all__ = [
@@ -28,8 +28,8 @@ __all__ = [
     "MathProblem",
     "Split",
     "check_source",
-    "extract_gsm8k_answer",
     "generate_problems",
+    "gsm8k_reference_answer",
     "load_gsm8k",
     "load_jsonl",
     "load_math",
@@ -239,7 +239,7 @@ def generate_problems(
 _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.MULTILINE)
 
 
-def extract_gsm8k_answer(solution: str) -> str:
+def gsm8k_reference_answer(solution: str) -> str:
     """The final answer of a GSM8K solution (after the last ``####``), commas removed."""
     found = _GSM8K_ANSWER.findall(solution)
     if not found:
@@ -332,7 +332,7 @@ _MATH_SUBJECTS = (
 
 
 def _math_answer(solution: str) -> str:
-    boxed = extract_boxed(solution)
+    boxed = last_boxed(solution)
     if boxed is None:
         raise ValueError("no \\boxed{} answer in the solution")
     return boxed
@@ -373,9 +373,9 @@ def load_gsm8k(
     """GSM8K (``question``, ``answer`` with ``#### <n>``) from a local file, or ``openai/gsm8k``
     from the hub when ``path`` is None and the hub is reachable."""
     if path is not None:
-        return load_jsonl(path, answer_from=extract_gsm8k_answer, source="gsm8k", limit=limit)
+        return load_jsonl(path, answer_from=gsm8k_reference_answer, source="gsm8k", limit=limit)
     rows = _hub_rows("openai/gsm8k", "main", str(Split(split)))
-    return _from_hub_rows(rows, "question", "answer", extract_gsm8k_answer, "gsm8k")[:limit]
+    return _from_hub_rows(rows, "question", "answer", gsm8k_reference_answer, "gsm8k")[:limit]
 
 
 def load_math(

@@ -39,7 +39,7 @@ from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
 from envs.math.calculator import CalculatorError, evaluate
 from envs.math.config import CalculatorMode, EnvPreset, MathEnvConfig
 from envs.math.data import MathProblem
-from envs.math.grading import Grader, GradeStatus, default_grader, extract_boxed
+from envs.math.grading import Grader, GradeStatus, default_grader, last_boxed
 
 __all__ = [
     "CALCULATOR_TOOL",
@@ -116,7 +116,7 @@ def fewshot_messages(instruction: str, *, thinking: bool = False) -> list[Messag
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
-def has_thinking(message: Message) -> bool:
+def has_complete_thinking(message: Message) -> bool:
     """Whether ``message`` has a thinking block: a non-empty thinking part, or ``<think>...</think>``
     in its text."""
     content = message.get("content")
@@ -218,7 +218,7 @@ class MathEnv(ChatEnv):
 
     async def on_message(self, message: Message) -> Reply:
         self.messages_seen += 1
-        self.thinking_messages += int(has_thinking(message))
+        self.thinking_messages += int(has_complete_thinking(message))
         if self.calculator_mode is not CalculatorMode.OFF:
             calls = self._calculator_calls(message)
             if calls:
@@ -229,7 +229,7 @@ class MathEnv(ChatEnv):
         cfg = self.config
         self.attempts += 1
         self._problem_attempts += 1
-        boxed = extract_boxed(text)
+        boxed = last_boxed(text)
         formatted = boxed is not None
         self.formatted_attempts += int(formatted)
         grade = await (self.grader or default_grader()).grade(boxed, self.problem.answer)
@@ -277,7 +277,7 @@ class MathEnv(ChatEnv):
                 out.append(("\x00malformed tool call: " + bad.error, None))
             return out
         text = get_text_content(message)
-        if extract_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("</calc>"):
+        if last_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("</calc>"):
             return []  # an answer after the last calculation: it is an answer
         return [(m.group(1), None) for m in _CALC_TAG.finditer(text)]
 

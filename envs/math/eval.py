@@ -380,7 +380,7 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
     from envs.math.data import Split, load_split
     from envs.math.env import MathEnv
     from envs.math.grading import Grader, GraderConfig
-    from renderers_ext import get_renderer
+    from renderers_ext import load_renderer
 
     checkpoint, root = _resolve_checkpoint(config)
     game = config.env
@@ -393,7 +393,7 @@ async def run_eval(config: EvalConfig) -> tuple[EvalSummary, list[EpisodeRecord]
     policy = TinkerTokenCompleter(
         sampling_client, max_tokens=config.max_tokens, temperature=config.temperature
     )
-    renderer = get_renderer(config.renderer_name, config.model_name)
+    renderer = load_renderer(config.renderer_name, config.model_name)
 
     t0 = time.perf_counter()
     with Grader(GraderConfig(timeout_s=config.grading_timeout_s)) as grader:

@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from envs.math._grading_core import extract_boxed, fast_compare, normalize_answer
+from envs.math._grading_core import fast_compare, last_boxed, normalize_answer
 
 __all__ = [
     "GradeResult",
@@ -48,7 +48,7 @@ __all__ = [
     "GraderConfig",
     "GraderStats",
     "default_grader",
-    "extract_boxed",
+    "last_boxed",
     "normalize_answer",
 ]
 
@@ -326,7 +326,7 @@ class Grader:
 
     async def grade_boxed(self, response: str, reference: str) -> GradeResult:
         """Grade the last ``\\boxed{}`` of a response (no box: wrong)."""
-        return await self.grade(extract_boxed(response), reference)
+        return await self.grade(last_boxed(response), reference)
 
     async def _grade_in_worker(self, answer: str, reference: str, t0: float) -> GradeResult:
         worker = await self._checkout()

@@ -24,7 +24,7 @@ from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accurac
 from inspect_ai.solver import TaskState, generate
 
 from envs.math.data import MathProblem, load_gsm8k
-from envs.math.grading import default_grader, extract_boxed
+from envs.math.grading import default_grader, last_boxed
 
 __all__ = ["DATASET_NAME", "INSTRUCTION", "gsm8k", "math_grader", "write_gsm8k_jsonl"]
 
@@ -43,7 +43,7 @@ def math_grader() -> Scorer:
         result = await default_grader().grade_boxed(completion, target.text)
         return Score(
             value=CORRECT if result.correct else INCORRECT,
-            answer=extract_boxed(completion) or "",
+            answer=last_boxed(completion) or "",
             explanation=str(result.status),
         )
 

@@ -16,7 +16,7 @@ for the rules and rewards.
 - Text: :func:`parse_guess`, :func:`classify_turn`, :class:`TurnKind`.
 - Scripted players: :class:`KBOptimalPlayer`, :class:`HalvingPlayer` (:func:`set_question`),
   :class:`FixedPlayer`, :func:`scripted_game`,
-  :func:`play_game`, :func:`play_env`, :func:`text_to_action`, :class:`GameRecord`.
+  :func:`play_game`, :func:`play_with_player`, :func:`text_to_action`, :class:`GameRecord`.
 """
 
 import lazy_loader

@@ -121,10 +121,10 @@ from .scripted import (
     GameRecord as GameRecord,
 )
 from .scripted import (
-    play_env as play_env,
+    play_game as play_game,
 )
 from .scripted import (
-    play_game as play_game,
+    play_with_player as play_with_player,
 )
 from .scripted import (
     scripted_game as scripted_game,

@@ -63,7 +63,7 @@ from envs.twenty_questions._text import TurnKind, classify_turn, same_word, stem
 from envs.twenty_questions.answerers import WRONG_GUESS, Answer, Answerer, KBAnswerer, LLMAnswerer
 from envs.twenty_questions.config import CANDIDATES_SENTENCE, TwentyQuestionsConfig
 from envs.twenty_questions.words import pick_candidates, split_words
-from renderers_ext import get_renderer, recommended_renderer_name
+from renderers_ext import load_renderer, recommended_renderer_name
 
 FORMAT_REMINDER = "Please ask one yes/no question, or answer `Guess: <word>`."
 """The reply to a turn that is neither one question nor one guess."""
@@ -352,7 +352,7 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
     """Word split, used as a logging tag."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [
             TwentyQuestionsEnv(renderer, self.word, self.answerer, self.config, self.candidates)
             for _ in range(self.num_envs)
@@ -583,7 +583,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             renderer_name=self.renderer_name,
             seed=seed,
         )
-        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):
             word, candidates = pool.item(i)
@@ -612,7 +612,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             client = client.result()
         completer = TinkerMessageCompleter(
             client,
-            get_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
+            load_renderer(self.answerer_renderer_name or answerer_renderer_name(model), model),
             max_tokens=self.answerer_max_tokens,
             temperature=self.answerer_temperature,
         )

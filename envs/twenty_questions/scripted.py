@@ -1,7 +1,7 @@
 """Whole scripted games: for tests, baselines, and SFT transcripts (the players: :mod:`.players`).
 
 - :func:`play_game` / :func:`scripted_game`: a whole game as messages (no tokens), e.g. for SFT.
-- :func:`play_env`: drive a token-level :class:`TwentyQuestionsEnv` with a message-level player.
+- :func:`play_with_player`: drive a token-level :class:`TwentyQuestionsEnv` with a message-level player.
 - :func:`text_to_action`: the tokens a model would sample for a reply (content + stop token).
 """
 
@@ -89,7 +89,7 @@ def text_to_action(renderer: Renderer, text: str) -> Action:
     return renderer.tokenizer.encode(text + suffix, add_special_tokens=False)
 
 
-async def play_env(env: TwentyQuestionsEnv, player: MessageCompleter) -> GameRecord:
+async def play_with_player(env: TwentyQuestionsEnv, player: MessageCompleter) -> GameRecord:
     """Run a token-level env to the end with a message-level player (replies become tokens)."""
     start = await env.initial_observation()
     rewards: list[float] = []
