@@ -62,19 +62,20 @@ def test_cli_rejects_bad_arguments_with_one_line(arg: str, expected: str, tmp_pa
 
 def test_cli_parsing_imports_nothing_heavy() -> None:
     code = (
-        "import sys, time; t = time.monotonic();"
+        "import sys;"
         "from training.testing import ToyConfig; from training import run_cli;"
         "rc = run_cli(ToyConfig, ['nope=1']);"
         "heavy = [m for m in ('tinker', 'torch', 'transformers', 'tinker_cookbook') if m in sys.modules];"
-        "print(rc, heavy, round(time.monotonic() - t, 3))"
+        "print(rc, heavy)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60
     )
     rc, rest = proc.stdout.split(" ", 1)
     assert rc == "2"
-    assert rest.startswith("[]"), proc.stdout  # no heavy module was imported to reject the line
-    assert float(rest.rsplit(" ", 1)[1]) < 1.0
+    # No heavy module is imported to reject the line: that is what keeps it fast (how fast is a
+    # benchmark's business, not a timed unit test's: a wall-clock limit failed here under load).
+    assert rest.strip() == "[]", proc.stdout
 
 
 def test_parse_config_types_and_subclass_defaults() -> None:
