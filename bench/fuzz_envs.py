@@ -5,8 +5,15 @@ the stop token alone, well-formed replies, and for tool envs calls to their tool
 wrong and malformed; see ``envs.checker.env_actions``), stepped through fresh episodes until each
 env has taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
 
+When the code-execution env (``turngym/MathPython-v0``) is fuzzed, its sandbox also faces the
+escape attempts of ``envs.code.escapes`` (every strong isolation available here, audit hook on
+and off; see ``bench/code_sandbox.py``) while the event loop's lag is sampled: the lines
+``event_loop_lag_p99_ms=<x>`` (goal <= 10) and ``escapes=<n>`` (goal 0) come before the last one,
+which then reads ``actions=<n> crashes=<m> escapes=<k>``.
+
     python bench/fuzz_envs.py                  # every registered turngym/ id, 10k actions each
     python bench/fuzz_envs.py --actions 500 --env turngym/Math-v0
+    python bench/fuzz_envs.py --actions 0 --env turngym/MathPython-v0   # the escape section alone
 """
 
 from __future__ import annotations
@@ -19,9 +26,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from envs.checker import CheckConfig, fuzz_env
 from envs.gym import ENV_IDS, env_source
+
+CODE_ENV = "turngym/MathPython-v0"
+"""The env whose sandbox also faces the escape attempts."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", type=int, default=10_000, help="actions per env (default 10000)")
     parser.add_argument("--env", action="append", help="a turngym/ id (repeatable; default: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-escapes", action="store_true", help="skip the code sandbox's escape attempts")
+    parser.add_argument("--escape-timeout", type=float, default=2.0, help="time limit of an escape run, s")
     parser.add_argument("--max-action-tokens", type=int, default=256)
     parser.add_argument(
         "--block-threshold",
@@ -46,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     config = CheckConfig(max_action_tokens=args.max_action_tokens, block_threshold_s=args.block_threshold)
     total_actions = total_crashes = 0
     for env_id in ids:
+        if args.actions <= 0:
+            break
         stats = fuzz_env(env_source(env_id), args.actions, seed=args.seed, config=config, target=env_id)
         total_actions += stats.actions
         total_crashes += stats.crashes
@@ -56,8 +71,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{env_id}: {stats.line} episodes={stats.episodes} {coverage} in {stats.seconds:.0f}s ({other})",
             flush=True,
         )
-    print(f"actions={total_actions} crashes={total_crashes}")
-    return 1 if total_crashes else 0
+    escapes = None
+    if CODE_ENV in ids and not args.no_escapes:
+        import anyio
+        from code_sandbox import escape_section
+
+        escapes, lag = anyio.run(escape_section, args.escape_timeout, 2)
+        print(f"event_loop_lag_p99_ms={lag:.2f}")
+        print(f"escapes={escapes}")
+    tail = "" if escapes is None else f" escapes={escapes}"
+    print(f"actions={total_actions} crashes={total_crashes}{tail}")
+    return 1 if total_crashes or escapes else 0
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ def test_every_included_env_is_registered() -> None:
         "turngym/TwentyQuestions-v0",
         "turngym/Math-v0",
         "turngym/MathMultiTurn-v0",
+        "turngym/MathPython-v0",
         "turngym/Judge-v0",
     }
     assert expected <= set(ALL_IDS)

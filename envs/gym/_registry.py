@@ -68,6 +68,12 @@ ENTRIES: tuple[EnvEntry, ...] = (
         "math with a calculator tool",
     ),
     EnvEntry(
+        "turngym/MathPython-v0",
+        "envs.gym._registry:math_python_source",
+        "envs.code",
+        "math with a sandboxed Python tool (run_python: stdout/stderr come back as a tool message)",
+    ),
+    EnvEntry(
         "turngym/Judge-v0",
         "envs.gym._registry:judge_source",
         "envs.judge",
@@ -200,6 +206,17 @@ def math_multi_turn_source(split: str = "train", group_size: int = 1, **fields: 
 def math_calculator_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
     """Math with a calculator tool (``MathDatasetBuilder`` preset ``calculator``)."""
     return _math("calculator", split, group_size, fields)
+
+
+def math_python_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
+    """Math with a sandboxed Python tool; ``fields`` are ``envs.code.CodeDatasetBuilder`` fields
+    (``timeout_s``, ``max_tool_calls``, ``isolation``...)."""
+    from envs.code import CodeDatasetBuilder
+
+    fields.setdefault("n_train", 256)
+    fields.setdefault("n_test", 64)
+    builder = CodeDatasetBuilder(batch_size=1, group_size=group_size, **fields)
+    return LazyDatasetFactory(builder, split)
 
 
 def judge_source(

@@ -1,0 +1,698 @@
+"""Run untrusted Python code in a sandboxed worker process, without blocking the event loop.
+
+:class:`Sandbox` answers ``await sandbox.run(code)`` with a :class:`RunResult`: the merged
+stdout/stderr (at most ``output_bytes``), a :class:`RunStatus` and a one-line ``detail``. Every
+run is a fresh ``python -I -S`` process (no site-packages, no environment variables, no user
+directory) in a fresh temporary working folder, removed afterwards. Limits
+(:class:`SandboxLimits`): wall-clock time (the parent kills the process group), CPU time,
+address space, file size, disk and inodes of the working folder, processes, open files, output
+bytes (more and the run is killed). A run that overruns or breaks a rule ends with a status
+other than ``OK``: the tool call failed.
+
+Isolation (:class:`Isolation`; ``auto`` picks the strongest that works on this machine, probed
+once per process and reported by :meth:`Sandbox.isolation`):
+
+- ``namespaces`` (root, or CAP_SYS_ADMIN): new mount, PID, network, IPC and UTS namespaces; the
+  code sees a read-only system and Python, a few device nodes and its own size-limited tmpfs
+  ``/sandbox``, runs as an unprivileged user id of its own (one per concurrent run, so
+  ``RLIMIT_NPROC`` bounds its processes), has no network interface up, and every process it starts
+  dies with it (it is PID 1 of its namespace);
+- ``landlock`` (any user, Linux >= 5.13): a Landlock ruleset confines the file system to reading
+  the Python and system directories and using the working folder (and TCP from ABI 4), seccomp
+  refuses sockets and new processes, every capability is dropped;
+- ``rlimits``: resource limits and the audit hook only; not a security boundary, used only when
+  asked for by name.
+
+Both strong modes also install a seccomp filter, set ``PR_SET_NO_NEW_PRIVS``, and add a Python
+audit hook that stops the run on opening files outside the folder, sockets, ctypes and signals
+(status ``VIOLATION``): an extra line of defence, not the only one. The sandbox's own script is
+``_sandbox_child.py`` (standard library only).
+
+The event loop never waits on a process: the process is started in a worker thread, its output
+is read with ``anyio.wait_readable`` on a non-blocking pipe and its end awaited on a pidfd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+__all__ = [
+    "Isolation",
+    "RunResult",
+    "RunStatus",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxLimits",
+    "SandboxStats",
+    "SandboxUnavailable",
+    "default_sandbox",
+]
+
+_CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
+_EXIT_SETUP, _EXIT_VIOLATION, _EXIT_MEMORY = 125, 86, 87
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_UID_BASE = 0x60000000
+"""First user id of the unprivileged ids the ``namespaces`` mode runs code as (one per run)."""
+_UID_COUNT = 4096
+
+
+class Isolation(StrEnum):
+    """How a :class:`Sandbox` confines the code."""
+
+    AUTO = "auto"
+    """The strongest mode that works here: ``namespaces``, else ``landlock``; never ``rlimits``."""
+    NAMESPACES = "namespaces"
+    """Mount/PID/network/IPC/UTS namespaces, an own unprivileged user id, seccomp (needs root)."""
+    LANDLOCK = "landlock"
+    """Landlock file-system and TCP rules, seccomp (no sockets, no new processes), no capabilities."""
+    RLIMITS = "rlimits"
+    """Resource limits and the audit hook only: not a security boundary."""
+
+
+class RunStatus(StrEnum):
+    """How a run ended."""
+
+    OK = "ok"
+    """Exit status 0."""
+    ERROR = "error"
+    """Another exit status (an exception, ``sys.exit(n)``, a file-size limit)."""
+    TIMEOUT = "timeout"
+    """The wall-clock or CPU limit ran out; the process was killed."""
+    MEMORY = "memory"
+    """An uncaught ``MemoryError`` (the address-space limit)."""
+    OUTPUT_LIMIT = "output_limit"
+    """More output than ``output_bytes``; the process was killed."""
+    VIOLATION = "violation"
+    """The audit hook stopped a forbidden operation (a file outside the folder, a socket...)."""
+    KILLED = "killed"
+    """Killed by a signal (a crash, or the seccomp filter's wrong-architecture guard)."""
+    SANDBOX_ERROR = "sandbox_error"
+    """The sandbox itself failed (could not start or build the jail): not the code's fault."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Bounds of one run."""
+
+    timeout_s: float = 5.0
+    """Wall-clock limit; also the CPU-time limit (rounded up to whole seconds)."""
+    memory_mb: int = 512
+    """Address-space limit of each process (``RLIMIT_AS``)."""
+    output_bytes: int = 16_384
+    """Output kept; producing more kills the run (``OUTPUT_LIMIT``)."""
+    file_mb: int = 16
+    """Largest file the code may write (``RLIMIT_FSIZE``)."""
+    disk_mb: int = 32
+    """Size of the working folder (``namespaces`` mode: a tmpfs of this size)."""
+    inodes: int = 2048
+    """Files and folders the working folder may hold (``namespaces`` mode)."""
+    max_processes: int = 4
+    """Processes and threads of a run (``namespaces`` mode; ``landlock`` allows no new process).
+    The memory of a run is bounded by ``max_processes * memory_mb``."""
+    max_code_bytes: int = 32_768
+    """Longest code accepted (UTF-8 bytes); longer code is an ``ERROR`` without running."""
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        for name in ("memory_mb", "output_bytes", "file_mb", "disk_mb", "inodes", "max_processes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 1 <= self.max_code_bytes <= 60_000:
+            raise ValueError(
+                f"max_code_bytes must be in [1, 60000] (one pipe buffer), got {self.max_code_bytes}"
+            )
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Configuration of a :class:`Sandbox`."""
+
+    limits: SandboxLimits = SandboxLimits()
+    """Bounds of each run."""
+    isolation: Isolation = Isolation.AUTO
+    """How to confine the code."""
+    concurrency: int = 2
+    """Runs at once per event loop (the rest queue)."""
+    audit_hook: bool = True
+    """Install the Python audit hook (an extra layer; the kernel's limits apply either way)."""
+    seccomp: bool = True
+    """Install the seccomp filter (``namespaces`` and ``landlock``; off only to test the other layers)."""
+    nice: int = 10
+    """Niceness added to the sandboxed processes, so the event loop's process is scheduled first."""
+    tmp_dir: str | None = None
+    """Where the working folders are created (None: the system's temporary folder)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "isolation", Isolation(self.isolation))
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one run."""
+
+    status: RunStatus
+    """How it ended."""
+    output: str
+    """Merged stdout and stderr (UTF-8, undecodable bytes replaced), at most ``output_bytes``."""
+    detail: str
+    """One line: ``exit status 1``, ``time limit of 5 s exceeded (killed)``..."""
+    exit_code: int | None = None
+    """The exit status, when the process exited."""
+    signal: int | None = None
+    """The signal that ended the process, when one did."""
+    seconds: float = 0.0
+    """Wall time of the run, queueing excluded."""
+    cpu_s: float = 0.0
+    """CPU time of the code's process."""
+    truncated: bool = False
+    """Whether output was cut at ``output_bytes``."""
+    uid: int | None = None
+    """The user id the code ran as (``namespaces`` mode), for audits: no process of it outlives the run."""
+    workdir: str | None = None
+    """The run's host folder (removed before :meth:`Sandbox.run` returns), for audits."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the code ran to an exit status of 0."""
+        return self.status is RunStatus.OK
+
+
+@dataclass(frozen=True)
+class SandboxStats:
+    """Counters of a :class:`Sandbox` since it was created."""
+
+    runs: int = 0
+    """Runs finished (every status)."""
+    ok: int = 0
+    """Of which ``OK``."""
+    timeouts: int = 0
+    """``TIMEOUT``."""
+    output_limits: int = 0
+    """``OUTPUT_LIMIT``."""
+    violations: int = 0
+    """``VIOLATION``."""
+    memory: int = 0
+    """``MEMORY``."""
+    sandbox_errors: int = 0
+    """``SANDBOX_ERROR``."""
+    lingering: int = 0
+    """Runs after which the output pipe stayed open for a second after the process ended
+    (a process outlived the run; ``rlimits`` mode only, the other modes kill them all)."""
+
+
+class SandboxUnavailable(RuntimeError):
+    """No requested isolation works on this machine (the message says why, per mode)."""
+
+
+# --- probing -------------------------------------------------------------------------------------
+_probe_lock = threading.Lock()
+_probes: dict[Isolation, str | None] = {}
+"""Per mode: None when it works here, else why not (process-wide: a property of the machine)."""
+
+
+def _read_paths() -> list[str]:
+    """The folders the code may read: the system's and the Python installation's."""
+    paths = [p for p in _SYSTEM_DIRS if os.path.lexists(p)]
+    for prefix in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}:
+        if not any(prefix == p or prefix.startswith(p + "/") for p in paths if not os.path.islink(p)):
+            paths.append(prefix)
+    return paths
+
+
+def _uid_range_mapped(first: int, count: int) -> bool:
+    try:
+        with open("/proc/self/uid_map") as f:
+            for line in f:
+                inside, _outside, length = (int(x) for x in line.split())
+                if inside <= first and first + count <= inside + length:
+                    return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _static_problem(mode: Isolation) -> str | None:
+    """Why ``mode`` cannot work here, known without starting a process (None: try it)."""
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux, not {sys.platform}"
+    if mode is Isolation.NAMESPACES:
+        if os.geteuid() != 0:
+            return "needs root (mount and network namespaces, a user id per run)"
+        if not _uid_range_mapped(_UID_BASE, _UID_COUNT):
+            return f"user ids {_UID_BASE}..{_UID_BASE + _UID_COUNT - 1} are not mapped in this user namespace"
+    return None
+
+
+# --- user ids ------------------------------------------------------------------------------------
+class _UidPool:
+    """Unprivileged user ids, one per concurrent run, reserved across processes with ``flock``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[tuple[int, int]] = []  # (uid, lock fd)
+        self._next = 0
+
+    def acquire(self) -> tuple[int, int]:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            folder = Path(tempfile.gettempdir()) / "turngym-sandbox-uids"
+            folder.mkdir(mode=0o700, exist_ok=True)
+            while self._next < _UID_COUNT:
+                k, self._next = self._next, self._next + 1
+                fd = os.open(folder / f"{_UID_BASE + k}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                return _UID_BASE + k, fd
+        raise RuntimeError("no free sandbox user id (4096 in use)")
+
+    def release(self, slot: tuple[int, int]) -> None:
+        with self._lock:
+            self._free.append(slot)
+
+    def close(self) -> None:
+        with self._lock:
+            for _, fd in self._free:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._free = []
+            self._next = 0
+
+
+_uids = _UidPool()
+
+
+def _forget_uids_in_child() -> None:
+    global _uids
+    _uids = _UidPool()  # the parent's reservations are the parent's (their fds close on exec)
+
+
+os.register_at_fork(after_in_child=_forget_uids_in_child)
+
+
+# --- the sandbox ---------------------------------------------------------------------------------
+class Sandbox:
+    """Runs Python code in sandboxed worker processes; see the module docstring.
+
+    Args:
+        config: limits, isolation and concurrency (defaults: 5 s, 512 MB, 16 KiB of output,
+            ``auto`` isolation, 2 runs at once).
+
+    Safe to share between coroutines and event loops; pickles as its configuration.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None):
+        self.config = config or SandboxConfig()
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = dict.fromkeys(SandboxStats.__dataclass_fields__, 0)
+        self._slots: weakref.WeakKeyDictionary[Any, anyio.Semaphore] = weakref.WeakKeyDictionary()
+        self._mode: Isolation | None = None
+        self._read_paths = _read_paths()
+        self._python = os.path.realpath(sys.executable)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Sandbox, (self.config,))
+
+    @property
+    def stats(self) -> SandboxStats:
+        """A snapshot of the counters."""
+        with self._lock:
+            return SandboxStats(**self._counts)
+
+    # --- isolation -------------------------------------------------------------------------
+    async def isolation(self) -> Isolation:
+        """The mode runs use (resolving ``auto`` probes the machine once per process).
+
+        Raises:
+            SandboxUnavailable: the requested mode (or, for ``auto``, every strong mode) does not
+                work here; the message gives each mode's reason.
+        """
+        if self._mode is not None:
+            return self._mode
+        wanted = self.config.isolation
+        candidates = [Isolation.NAMESPACES, Isolation.LANDLOCK] if wanted is Isolation.AUTO else [wanted]
+        reasons: list[str] = []
+        for mode in candidates:
+            problem = await self._probe(mode)
+            if problem is None:
+                self._mode = mode
+                return mode
+            reasons.append(f"{mode}: {problem}")
+        hint = (
+            ""
+            if wanted is Isolation.RLIMITS
+            else "; isolation='rlimits' runs with resource limits only (unsafe)"
+        )
+        raise SandboxUnavailable(f"no sandbox isolation works here ({'; '.join(reasons)}){hint}")
+
+    async def _probe(self, mode: Isolation) -> str | None:
+        with _probe_lock:
+            if mode in _probes:
+                return _probes[mode]
+        problem = _static_problem(mode)
+        if problem is None:
+            result = await self._run_as(mode, "print(6 * 7)")
+            if result.status is not RunStatus.OK or result.output != "42\n":
+                problem = (
+                    f"a test run failed ({result.status}: {result.detail}; {result.output.strip()[-200:]!r})"
+                )
+        with _probe_lock:
+            _probes.setdefault(mode, problem)
+            return _probes[mode]
+
+    # --- running ---------------------------------------------------------------------------
+    async def run(self, code: str) -> RunResult:
+        """Run ``code`` as a fresh ``__main__`` in the sandbox. Never raises for anything the
+        code does; raises :class:`SandboxUnavailable` when no isolation works here."""
+        mode = await self.isolation()
+        async with self._slot():
+            result = await self._run_as(mode, code)
+        self._count(result)
+        return result
+
+    def _slot(self) -> anyio.Semaphore:
+        token = anyio.lowlevel.current_token().native_token
+        with self._lock:
+            sem = self._slots.get(token)
+            if sem is None:
+                sem = anyio.Semaphore(self.config.concurrency)
+                self._slots[token] = sem
+            return sem
+
+    def _count(self, result: RunResult) -> None:
+        key = {
+            RunStatus.OK: "ok",
+            RunStatus.TIMEOUT: "timeouts",
+            RunStatus.OUTPUT_LIMIT: "output_limits",
+            RunStatus.VIOLATION: "violations",
+            RunStatus.MEMORY: "memory",
+            RunStatus.SANDBOX_ERROR: "sandbox_errors",
+        }.get(result.status)
+        with self._lock:
+            self._counts["runs"] += 1
+            if key:
+                self._counts[key] += 1
+
+    async def _run_as(self, mode: Isolation, code: str) -> RunResult:
+        limits = self.config.limits
+        data = code.encode("utf-8", "replace")
+        if len(data) > limits.max_code_bytes:
+            return RunResult(RunStatus.ERROR, "", f"code longer than {limits.max_code_bytes} bytes; not run")
+        uid_slot = _uids.acquire() if mode is Isolation.NAMESPACES else None
+        try:
+            return await _Run(self, mode, data, uid_slot[0] if uid_slot else None).execute()
+        finally:
+            if uid_slot is not None:
+                _uids.release(uid_slot)
+
+    def child_config(self, mode: Isolation, workdir: str, uid: int | None, status_fd: int) -> dict[str, Any]:
+        """The JSON configuration ``_sandbox_child.py`` receives for one run."""
+        limits = self.config.limits
+        return {
+            "mode": str(mode),
+            "workdir": workdir,
+            "uid": uid,
+            "gid": uid,
+            "cpu_s": limits.timeout_s,
+            "memory_mb": limits.memory_mb,
+            "file_mb": limits.file_mb,
+            "disk_mb": limits.disk_mb,
+            "inodes": limits.inodes,
+            "max_processes": limits.max_processes,
+            "read_paths": self._read_paths,
+            "backstop_s": limits.timeout_s + 2.0,
+            "status_fd": status_fd,
+            "audit_hook": self.config.audit_hook,
+            "seccomp": self.config.seccomp and mode is not Isolation.RLIMITS,
+            "nice": self.config.nice,
+        }
+
+
+class _Run:
+    """One run: start, read, kill when needed, reap, clean up."""
+
+    def __init__(self, sandbox: Sandbox, mode: Isolation, code: bytes, uid: int | None):
+        self.sandbox = sandbox
+        self.limits = sandbox.config.limits
+        self.mode = mode
+        self.code = code
+        self.uid = uid
+        self.output = bytearray()
+        self.killed_for: RunStatus | None = None
+        self.lingering = False
+
+    async def execute(self) -> RunResult:
+        t0 = time.perf_counter()
+        workdir = tempfile.mkdtemp(prefix="turngym-sandbox-", dir=self.sandbox.config.tmp_dir)
+        try:
+            proc, out_fd, status_fd = await self._start(workdir)
+        except OSError as e:
+            await _remove(workdir)
+            return RunResult(RunStatus.SANDBOX_ERROR, "", f"could not start the sandbox: {e}")
+        try:
+            await self._read(proc, out_fd)
+            await _wait_exit(proc)
+            await self._drain(out_fd)
+            reports = _read_status(status_fd)
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled run is still killed and cleaned up
+                if proc.returncode is None:  # not reaped yet, so its process group id is still its own
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    await _wait_exit(proc)
+                for fd in (out_fd, status_fd):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                await _remove(workdir)
+        if self.lingering:
+            with self.sandbox._lock:
+                self.sandbox._counts["lingering"] += 1
+        return self._result(reports, time.perf_counter() - t0, workdir)
+
+    async def _start(self, workdir: str) -> tuple[subprocess.Popen[bytes], int, int]:
+        if self.mode is not Isolation.NAMESPACES and os.geteuid() == 0:
+            os.chmod(workdir, 0o700)
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        status_r, status_w = os.pipe()
+        try:
+            os.write(in_w, self.code)  # fits the empty pipe's buffer (max_code_bytes <= 60000)
+            os.close(in_w)
+            config = self.sandbox.child_config(self.mode, workdir, self.uid, status_w)
+            argv = [
+                self.sandbox._python,
+                "-I",
+                "-S",
+                "-B",
+                "-u",
+                "-X",
+                "utf8",
+                _CHILD_SCRIPT,
+                json.dumps(config),
+            ]
+            popen = functools.partial(
+                subprocess.Popen,
+                argv,
+                stdin=in_r,
+                stdout=out_w,
+                stderr=out_w,
+                pass_fds=(status_w,),
+                close_fds=True,
+                start_new_session=True,
+                cwd="/",
+                env={},
+            )
+            proc = await anyio.to_thread.run_sync(popen)  # fork + exec off the event loop
+        except BaseException:
+            for fd in (out_r, status_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (in_r, out_w, status_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        os.set_blocking(out_r, False)
+        os.set_blocking(status_r, False)
+        return proc, out_r, status_r
+
+    async def _read(self, proc: subprocess.Popen[bytes], out_fd: int) -> None:
+        """Collect output until every writer closed the pipe, the output cap or the time limit."""
+        cap = self.limits.output_bytes
+        with anyio.move_on_after(self.limits.timeout_s) as scope:
+            while True:
+                await anyio.wait_readable(out_fd)
+                try:
+                    chunk = os.read(out_fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return
+                self.output += chunk
+                if len(self.output) > cap:
+                    self.killed_for = RunStatus.OUTPUT_LIMIT
+                    break
+        if scope.cancelled_caught:
+            self.killed_for = RunStatus.TIMEOUT
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    async def _drain(self, out_fd: int) -> None:
+        """After the supervisor ended: wait (1 s at most) until nothing holds the output pipe, so
+        no process of the run is left; keep nothing beyond the cap."""
+        with anyio.move_on_after(1.0) as scope:
+            while True:
+                await anyio.wait_readable(out_fd)
+                try:
+                    chunk = os.read(out_fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return
+                if len(self.output) <= self.limits.output_bytes:
+                    self.output += chunk
+        if scope.cancelled_caught:
+            self.lingering = True
+
+    def _result(self, reports: list[dict[str, Any]], seconds: float, workdir: str) -> RunResult:
+        limits = self.limits
+        truncated = len(self.output) > limits.output_bytes
+        text = bytes(self.output[: limits.output_bytes]).decode("utf-8", "replace")
+        final = next((r for r in reversed(reports) if "exit" in r or "signal" in r), {})
+        setup = next((r["setup_error"] for r in reports if "setup_error" in r), None)
+        exit_code, sig = final.get("exit"), final.get("signal")
+        common = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "seconds": seconds,
+            "cpu_s": float(final.get("cpu_s", 0.0)),
+            "uid": self.uid,
+            "workdir": workdir,
+        }
+
+        def result(status: RunStatus, detail: str) -> RunResult:
+            return RunResult(status, text, detail, truncated=truncated, **common)
+
+        if self.killed_for is RunStatus.OUTPUT_LIMIT:
+            return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
+        if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
+            return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
+        if setup is not None:
+            return result(RunStatus.SANDBOX_ERROR, f"the sandbox could not start: {setup}")
+        if not final:
+            return result(RunStatus.SANDBOX_ERROR, "the sandbox ended without a report")
+        if sig is not None:
+            cpu_out = common["cpu_s"] >= 0.9 * limits.timeout_s
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_out):
+                return result(
+                    RunStatus.TIMEOUT, f"CPU time limit of {limits.timeout_s:g} s exceeded (killed)"
+                )
+            if sig == signal.SIGXFSZ:
+                return result(RunStatus.ERROR, f"file size limit of {limits.file_mb} MB exceeded (killed)")
+            return result(RunStatus.KILLED, f"killed by signal {signal.Signals(sig).name}")
+        if exit_code == 0:
+            return result(RunStatus.OK, "exit status 0")
+        if exit_code == _EXIT_VIOLATION:
+            return result(
+                RunStatus.VIOLATION, "stopped by the sandbox: " + _last_line(text, "sandbox: blocked")
+            )
+        if exit_code == _EXIT_MEMORY:
+            return result(RunStatus.MEMORY, f"memory limit of {limits.memory_mb} MB exceeded (MemoryError)")
+        if exit_code == _EXIT_SETUP:
+            return result(RunStatus.SANDBOX_ERROR, "the sandbox could not start")
+        return result(RunStatus.ERROR, f"exit status {exit_code}")
+
+
+def _last_line(text: str, prefix: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.startswith(prefix):
+            return line[len("sandbox: ") :]
+    return "a forbidden operation"
+
+
+def _read_status(fd: int) -> list[dict[str, Any]]:
+    data = b""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    out: list[dict[str, Any]] = []
+    for line in data.splitlines():
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes]) -> None:
+    """Await the supervisor's end on a pidfd (a worker thread where there is none), and reap it."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        await anyio.to_thread.run_sync(proc.wait)
+        return
+    try:
+        while proc.poll() is None:
+            await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+async def _remove(folder: str) -> None:
+    try:
+        os.rmdir(folder)  # namespaces mode: the folder only served as a mount point, it is empty
+    except FileNotFoundError:
+        return
+    except OSError:
+        await anyio.to_thread.run_sync(_rmtree, folder)
+
+
+def _rmtree(folder: str) -> None:
+    def fix(func: Any, path: str, _exc: Any) -> None:  # a folder the code made unreadable
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+        with contextlib.suppress(OSError):
+            func(path)
+
+    shutil.rmtree(folder, onerror=fix)
+    if os.path.exists(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_default: Sandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox (created on first use with the default configuration)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Sandbox()
+        return _default
