@@ -138,7 +138,6 @@ PUBLIC_API: dict[str, list[str]] = {
         "SandboxStats",
         "SandboxUnavailable",
         "ToolFormat",
-        "default_sandbox",
         "format_run",
         "leftover_processes",
         "run_escape_attempts",

@@ -4,8 +4,7 @@
   :class:`CodeEnvConfig`; :data:`PYTHON_TOOL`, :class:`ToolFormat`, :func:`format_run`.
 - Sandbox: :class:`Sandbox` (``await sandbox.run(code)`` in a fresh, confined worker process),
   :class:`SandboxConfig`, :class:`SandboxLimits`, :class:`Isolation`, :class:`RunResult`,
-  :class:`RunStatus`, :class:`SandboxStats`, :class:`SandboxUnavailable`, :func:`default_sandbox`,
-  :func:`sandbox_for`.
+  :class:`RunStatus`, :class:`SandboxStats`, :class:`SandboxUnavailable`, :func:`sandbox_for`.
 - Escape attempts: :data:`ESCAPE_ATTEMPTS`, :class:`EscapeAttempt`, :class:`EscapeOutcome`,
   :func:`run_escape_attempts` (run them against any sandbox configuration),
   :func:`leftover_processes`.
@@ -27,7 +26,6 @@ if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
         CodeEnvConfig,
         ToolFormat,
         format_run,
-        sandbox_for,
     )
     from envs.code.escapes import (
         ESCAPE_ATTEMPTS,
@@ -45,7 +43,7 @@ if TYPE_CHECKING:  # the public names; imported lazily at run time (envs._lazy)
         SandboxLimits,
         SandboxStats,
         SandboxUnavailable,
-        default_sandbox,
+        sandbox_for,
     )
 
 __getattr__, __dir__ = attach(__name__, __file__)
@@ -71,7 +69,6 @@ __all__ = [
     "SandboxStats",
     "SandboxUnavailable",
     "ToolFormat",
-    "default_sandbox",
     "format_run",
     "leftover_processes",
     "run_escape_attempts",

@@ -16,8 +16,8 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, RLDatasetB
 
 from backend.model import SMOLLM2
 from envs.code._keys import check_code_keys
-from envs.code.env import CodeEnv, CodeEnvConfig, ToolFormat, sandbox_for
-from envs.code.sandbox import Isolation, SandboxConfig, SandboxLimits
+from envs.code.env import CodeEnv, CodeEnvConfig, ToolFormat
+from envs.code.sandbox import Isolation, SandboxConfig, SandboxLimits, sandbox_for
 from envs.math.builders import MathGroupBuilder, MathRLDataset, load_split
 from envs.math.data import MathProblem, Split
 from renderers_ext import get_renderer

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
 
-from envs.code.sandbox import RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
+from envs.code.sandbox import RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits, sandbox_for
 from envs.core import EnvLimits, Reply
 from envs.math.data import MathProblem
 from envs.math.env import CalculatorMode, MathEnv, MathEnvConfig, supports_tools
@@ -41,7 +40,6 @@ __all__ = [
     "CodeEnvConfig",
     "ToolFormat",
     "format_run",
-    "sandbox_for",
 ]
 
 PYTHON_TOOL: ToolSpec = {
@@ -136,20 +134,6 @@ class CodeEnvConfig:
     def max_turns(self) -> int:
         """Assistant turns an episode can take (attempts + tool calls + one spare)."""
         return self.max_attempts + self.max_tool_calls + 1
-
-
-_sandboxes: dict[SandboxConfig, Sandbox] = {}
-_sandboxes_lock = threading.Lock()
-
-
-def sandbox_for(config: SandboxConfig) -> Sandbox:
-    """The process-wide :class:`Sandbox` of ``config`` (one per distinct configuration, so
-    its concurrency bound holds across every env that uses it)."""
-    with _sandboxes_lock:
-        sandbox = _sandboxes.get(config)
-        if sandbox is None:
-            sandbox = _sandboxes[config] = Sandbox(config)
-        return sandbox
 
 
 def format_run(result: RunResult, max_chars: int) -> str:

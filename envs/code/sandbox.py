@@ -65,7 +65,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxStats",
     "SandboxUnavailable",
-    "default_sandbox",
+    "sandbox_for",
 ]
 
 _CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
@@ -376,8 +376,9 @@ class Sandbox:
             if mode in _probes:
                 return _probes[mode]
         problem = _static_problem(mode)
-        if problem is None:
-            result = await self._run_as(mode, "print(6 * 7)")
+        if problem is None:  # a default-limits sandbox: this one's limits may be too tight to start
+            probe = Sandbox(SandboxConfig(isolation=mode, tmp_dir=self.config.tmp_dir))
+            result = await probe._run_as(mode, "print(6 * 7)")
             if result.status is not RunStatus.OK or result.output != "42\n":
                 problem = (
                     f"a test run failed ({result.status}: {result.detail}; {result.output.strip()[-200:]!r})"
@@ -685,14 +686,16 @@ def _rmtree(folder: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-_default: Sandbox | None = None
-_default_lock = threading.Lock()
+_shared: dict[SandboxConfig, Sandbox] = {}
+_shared_lock = threading.Lock()
 
 
-def default_sandbox() -> Sandbox:
-    """The process-wide sandbox (created on first use with the default configuration)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Sandbox()
-        return _default
+def sandbox_for(config: SandboxConfig | None = None) -> Sandbox:
+    """The process-wide :class:`Sandbox` of ``config`` (default: the default configuration);
+    one per distinct configuration, so that its concurrency bound holds across every user."""
+    config = config or SandboxConfig()
+    with _shared_lock:
+        sandbox = _shared.get(config)
+        if sandbox is None:
+            sandbox = _shared[config] = Sandbox(config)
+        return sandbox
