@@ -291,6 +291,8 @@ class CodeEnv(MathEnv):
         return Reply(messages=messages, reward=-cfg.failed_call_cost * failed, metrics=metrics)
 
     def _tool_message(self, content: str, call_id: str | None) -> Message:
+        # no lone surrogate (from escaped JSON arguments echoed back) reaches the tokenizer
+        content = content.encode("utf-8", "replace").decode("utf-8")
         if self.tool_format is ToolFormat.TOOL:
             msg: Message = {"role": "tool", "content": content, "name": "run_python"}
             if call_id is not None:

@@ -425,7 +425,10 @@ class Sandbox:
         data = code.encode("utf-8", "replace")
         if len(data) > limits.max_code_bytes:
             return RunResult(RunStatus.ERROR, "", f"code longer than {limits.max_code_bytes} bytes; not run")
-        uid_slot = _uids.acquire() if mode is Isolation.NAMESPACES else None
+        try:
+            uid_slot = _uids.acquire() if mode is Isolation.NAMESPACES else None
+        except (OSError, RuntimeError) as e:
+            return RunResult(RunStatus.SANDBOX_ERROR, "", f"no sandbox user id: {e}")
         try:
             return await _Run(self, mode, data, uid_slot[0] if uid_slot else None).execute()
         finally:
@@ -470,7 +473,10 @@ class _Run:
 
     async def execute(self) -> RunResult:
         t0 = time.perf_counter()
-        workdir = tempfile.mkdtemp(prefix="turngym-sandbox-", dir=self.sandbox.config.tmp_dir)
+        try:
+            workdir = tempfile.mkdtemp(prefix="turngym-sandbox-", dir=self.sandbox.config.tmp_dir)
+        except OSError as e:
+            return RunResult(RunStatus.SANDBOX_ERROR, "", f"no working folder: {e}")
         try:
             proc, out_fd, status_fd = await self._start(workdir)
         except OSError as e:
