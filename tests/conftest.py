@@ -62,6 +62,7 @@ EXPLORE: dict[str, bool] = {
     "test_rollout_datums": True,
     "test_compaction_engine": True,
     "test_math_data": True,
+    "test_code_env": True,  # CodeEnv's books and prefix across tool turns, with an in-process sandbox double
     "test_math_calculator": True,
     "test_twenty_questions": True,
     # derandomize: event loops with timing checks, processes, third-party components
