@@ -17,6 +17,7 @@ from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 from envs.code import (
     METRIC_FAILED_CALLS,
     METRIC_TOOL_CALLS,
+    PROGRAMS,
     CodeDatasetBuilder,
     CodeEnv,
     CodeEnvConfig,
@@ -27,6 +28,7 @@ from envs.code import (
     SandboxConfig,
     SandboxLimits,
     ToolFormat,
+    code_action_messages,
     format_run,
 )
 from envs.code.train import CodeTrainConfig
@@ -173,6 +175,41 @@ def test_tag_format_on_a_renderer_without_tools(tokenizer, grader, sandbox):
     assert results[-1].reward == 1.0
     with pytest.raises(ValueError, match="no tool format"):
         CodeEnv(renderer, PROBLEM, CodeEnvConfig(tool_format=ToolFormat.TOOL))
+
+
+def test_the_drawn_programs_cover_results_errors_limits_and_violations(sandbox):
+    async def main():
+        out = {}
+        async with anyio.create_task_group() as tg:
+            for program in PROGRAMS:
+
+                async def one(p: str = program) -> None:
+                    out[p] = await sandbox.run(p)
+
+                tg.start_soon(one)
+        return out
+
+    results = anyio.run(main)
+    statuses = {r.status for r in results.values()}
+    assert {
+        RunStatus.OK,
+        RunStatus.ERROR,
+        RunStatus.OUTPUT_LIMIT,
+        RunStatus.VIOLATION,
+        RunStatus.MEMORY,
+    } <= statuses
+    assert results["print(6 * 7)"].output == "42\n"
+    assert "\ufffd" in results[PROGRAMS[7]].output  # invalid UTF-8 output arrives replaced, not raised
+    assert all(r.seconds < 30 for r in results.values())
+
+
+@settings(max_examples=20, deadline=None)
+@given(message=code_action_messages())
+def test_drawn_action_messages_render_as_calls_or_answers(renderer, message):
+    calls = message.get("tool_calls") or []
+    for c in calls:
+        assert c.function.name == "run_python" and isinstance(json.loads(c.function.arguments)["code"], str)
+    assert calls or "\\boxed{" in message["content"]
 
 
 def test_format_run_keeps_head_and_tail():

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAZY_PACKAGES = ["backend", "envs", "envs.judge", "envs.math", "envs.twenty_questions", "training"]
+LAZY_PACKAGES = [
+    "backend",
+    "envs",
+    "envs.code",
+    "envs.judge",
+    "envs.math",
+    "envs.twenty_questions",
+    "training",
+]
 
 
 def _stub_names(package: str) -> set[str]:

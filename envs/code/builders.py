@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import chz
-from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder
+from tinker_cookbook.rl.types import Env, RLDataset, RLDatasetBuilder
 
 from backend.model import SMOLLM2
 from envs.code._keys import check_code_keys
@@ -54,20 +54,18 @@ class CodeRLDataset(MathRLDataset):
         super().__init__(problems, config=code_config.math_config(), **kwargs)  # type: ignore[arg-type]
         self.code_config = code_config
 
-    def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
-        return [
-            CodeGroupBuilder(
-                b.problem,
-                b.config,
-                b.group_size,
-                b.renderer_name,
-                b.model_name,
-                b.dataset_name,
-                code_config=self.code_config,
-            )
-            for b in super().get_batch(index)
-            if isinstance(b, MathGroupBuilder)
-        ]
+    def group(self, index: int) -> CodeGroupBuilder:
+        """The group of problem ``index`` (in the dataset's order)."""
+        math_group = super().group(index)
+        return CodeGroupBuilder(
+            math_group.problem,
+            math_group.config,
+            math_group.group_size,
+            math_group.renderer_name,
+            math_group.model_name,
+            math_group.dataset_name,
+            code_config=self.code_config,
+        )
 
 
 @chz.chz

@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
 
@@ -32,13 +32,18 @@ from envs.math.data import MathProblem
 from envs.math.env import CalculatorMode, MathEnv, MathEnvConfig, supports_tools
 from envs.math.grading import Grader, extract_boxed
 
+if TYPE_CHECKING:  # hypothesis is imported only when a strategy is asked for
+    from hypothesis.strategies import SearchStrategy
+
 __all__ = [
     "METRIC_FAILED_CALLS",
     "METRIC_TOOL_CALLS",
+    "PROGRAMS",
     "PYTHON_TOOL",
     "CodeEnv",
     "CodeEnvConfig",
     "ToolFormat",
+    "code_action_messages",
     "format_run",
 ]
 
@@ -148,6 +153,53 @@ def format_run(result: RunResult, max_chars: int) -> str:
     if result.status is RunStatus.ERROR and result.exit_code == 1 and text.strip():
         return text.rstrip("\n")  # the traceback says it all
     return f"{text.rstrip()}\nError: {result.detail}".lstrip("\n")
+
+
+PROGRAMS: tuple[str, ...] = (
+    "print(6 * 7)",
+    "print(sum(range(101)))",
+    "import math\nprint(math.comb(10, 3), math.sqrt(2))",
+    "from fractions import Fraction\nprint(Fraction(3, 4) + Fraction(1, 6))",
+    "x = [i * i for i in range(10)]\nprint(x)",
+    "",
+    "print('é ✓ 中文')",
+    "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe not utf-8\\n')",
+    "print('x' * 100000)",
+    "1 / 0",
+    "def f(:\n    pass",
+    "raise SystemExit(3)",
+    "import os\nprint(os.listdir('.'))",
+    "print(open('/etc/passwd').read())",
+    "import socket\nsocket.create_connection(('127.0.0.1', 9))",
+    "b = bytearray(10 * 1024**3)",
+)
+"""Quick programs worth running in checks and fuzzing: results, errors, limits and forbidden
+operations (``envs.code.escapes`` has the slow ones: endless loops, fork bombs...)."""
+
+
+def code_action_messages(tool_format: ToolFormat = ToolFormat.TOOL) -> SearchStrategy[Message]:
+    """Assistant messages worth drawing for a :class:`CodeEnv` (a hypothesis strategy): one or
+    two ``run_python`` calls of :data:`PROGRAMS` or of drawn text, and boxed answers."""
+    from hypothesis import strategies as st
+
+    code = st.one_of(st.sampled_from(PROGRAMS), st.text(max_size=40))
+    answer = st.integers(-1000, 100_000).map(lambda n: f"So the answer is \\boxed{{{n}}}.")
+    answers = answer.map(lambda text: {"role": "assistant", "content": text})
+    if tool_format is ToolFormat.TAG:
+        blocks = code.map(lambda c: {"role": "assistant", "content": f"```python\n{c}\n```"})
+        return st.one_of(blocks, answers)  # type: ignore[return-value]
+
+    def message(programs: list[str]) -> Message:
+        calls = [
+            ToolCall(
+                function=ToolCall.FunctionBody(name="run_python", arguments=json.dumps({"code": c})),
+                id=f"call_{i}",
+            )
+            for i, c in enumerate(programs)
+        ]
+        return {"role": "assistant", "content": "", "tool_calls": calls}
+
+    return st.one_of(st.lists(code, min_size=1, max_size=2).map(message), answers)  # type: ignore[return-value]
 
 
 def fewshot_messages(instruction: str, tool_format: ToolFormat) -> list[Message]:
