@@ -14,14 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 
+import training
 from envs.code import (
     METRIC_FAILED_CALLS,
     METRIC_TOOL_CALLS,
     PROGRAMS,
+    PYTHON_TOOL,
     CodeDatasetBuilder,
     CodeEnv,
     CodeEnvConfig,
     CodeGroupBuilder,
+    Isolation,
     RunResult,
     RunStatus,
     Sandbox,
@@ -257,7 +260,8 @@ def test_any_mix_of_calls_and_answers_keeps_the_prefix_and_the_books(renderer, g
 
 # --- builders and CLI ----------------------------------------------------------------------------
 def test_builder_pickles_and_makes_envs(tmp_path):
-    builder = CodeDatasetBuilder(levels="1", n_train=8, n_test=2, batch_size=2, group_size=3, timeout_s=2.0)
+    game = CodeEnvConfig(sandbox=SandboxConfig(limits=SandboxLimits(timeout_s=2.0)))
+    builder = CodeDatasetBuilder(env=game, levels="1", n_train=8, n_test=2, batch_size=2, group_size=3)
     train, test = builder.datasets()
     group = train.get_batch(0)[0]
     assert isinstance(group, CodeGroupBuilder) and group.code_config.sandbox.limits.timeout_s == 2.0
@@ -265,14 +269,18 @@ def test_builder_pickles_and_makes_envs(tmp_path):
     envs = anyio.run(copy.make_envs)
     assert len(envs) == 3 and all(isinstance(e, CodeEnv) for e in envs)
     assert envs[0].sandbox is envs[1].sandbox  # one process-wide sandbox per configuration
+    assert envs[0].tools == [
+        PYTHON_TOOL
+    ]  # declared: the base parses malformed calls, the checker draws calls
     assert test is not None and len(test.get_batch(0)) == 2
 
 
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        ("tool_format=xml", "tool_format must be one of"),
-        ("isolation=docker", "isolation must be one of"),
+        ("env.tool_format=xml", "bad value for env.tool_format"),
+        ("env.sandbox.isolation=docker", "bad value for env.sandbox.isolation"),
+        ("env.max_tool_calls=-1", "max_tool_calls must be >= 0"),
         ("bogus=1", "bogus"),
     ],
 )
@@ -283,11 +291,21 @@ def test_bad_train_keys_exit_2_with_one_line(capsys, key, message):
 
 
 def test_train_config_builds_the_configured_game():
-    config = CodeTrainConfig(
-        max_tool_calls=2, timeout_s=3.0, failed_call_cost=0.1, levels="2", n_train=4, n_test=1
-    )
-    game = config.dataset_builder().env_config()
+    argv = [
+        "env.max_tool_calls=2",
+        "env.failed_call_cost=0.1",
+        "env.tool_format=tag",
+        "env.sandbox.limits.timeout_s=3",
+        "env.sandbox.isolation=landlock",
+        "levels=2",
+        "n_train=4",
+        "n_test=1",
+    ]
+    config = training.parse_config(CodeTrainConfig, argv)
+    train, _ = config.dataset_builder().datasets()
+    game = train.get_batch(0)[0].code_config  # type: ignore[attr-defined]
     assert game.max_tool_calls == 2 and game.failed_call_cost == 0.1
+    assert game.tool_format is ToolFormat.TAG and game.sandbox.isolation is Isolation.LANDLOCK
     assert game.sandbox.limits.timeout_s == 3.0
 
 

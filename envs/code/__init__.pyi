@@ -9,6 +9,12 @@ from .builders import (
 from .builders import (
     CodeRLDataset as CodeRLDataset,
 )
+from .config import (
+    CodeEnvConfig as CodeEnvConfig,
+)
+from .config import (
+    ToolFormat as ToolFormat,
+)
 from .env import (
     METRIC_FAILED_CALLS as METRIC_FAILED_CALLS,
 )
@@ -23,12 +29,6 @@ from .env import (
 )
 from .env import (
     CodeEnv as CodeEnv,
-)
-from .env import (
-    CodeEnvConfig as CodeEnvConfig,
-)
-from .env import (
-    ToolFormat as ToolFormat,
 )
 from .env import (
     code_action_messages as code_action_messages,

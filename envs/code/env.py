@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tinker_cookbook.renderers import Message, Renderer, ToolCall, ToolSpec, get_text_content
 
-from envs.code.sandbox import RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits, sandbox_for
+from envs.code.config import CodeEnvConfig, ToolFormat
+from envs.code.sandbox import RunResult, RunStatus, Sandbox, sandbox_for
 from envs.core import EnvLimits, Reply
 from envs.math.data import MathProblem
-from envs.math.env import CalculatorMode, MathEnv, MathEnvConfig, supports_tools
+from envs.math.env import MathEnv, supports_tools
 from envs.math.grading import Grader, extract_boxed
 
 if TYPE_CHECKING:  # hypothesis is imported only when a strategy is asked for
@@ -41,8 +41,6 @@ __all__ = [
     "PROGRAMS",
     "PYTHON_TOOL",
     "CodeEnv",
-    "CodeEnvConfig",
-    "ToolFormat",
     "code_action_messages",
     "format_run",
 ]
@@ -71,74 +69,6 @@ _TAG_INSTRUCTIONS = (
     "You can run Python: write a program in a ```python code block and stop; what it prints comes "
     "back in <output> tags. Standard library only, no network, each program starts from scratch."
 )
-
-
-class ToolFormat(StrEnum):
-    """How the model calls the tool."""
-
-    AUTO = "auto"
-    """The renderer's tool-call format when it has one, else a fenced code block."""
-    TOOL = "tool"
-    """The renderer's tool-call format (``create_conversation_prefix_with_tools``)."""
-    TAG = "tag"
-    """A ```` ```python ```` block in the reply; works with any renderer."""
-
-
-@dataclass(frozen=True)
-class CodeEnvConfig:
-    """What the game looks like (shared by every env of a dataset)."""
-
-    format_coef: float = 0.1
-    """Weight of the format term ``format_coef * (1[boxed answer] - 1)``."""
-    max_attempts: int = 1
-    """Answers allowed; more than 1 gives feedback after a wrong answer."""
-    attempt_decay: float = 0.5
-    """A correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``."""
-    max_tool_calls: int = 4
-    """Tool calls allowed per episode (further calls get an error result)."""
-    failed_call_cost: float = 0.0
-    """Reward subtracted per failed tool call (0: failures only show in the metrics)."""
-    output_chars: int = 1200
-    """Characters of a run's output the model sees (head and tail kept)."""
-    tool_format: ToolFormat = ToolFormat.AUTO
-    """How the model calls the tool."""
-    sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(limits=SandboxLimits(timeout_s=5.0)))
-    """Limits and isolation of each run."""
-    fewshot: bool = True
-    """Start with one solved example that calls the tool (small models otherwise never do)."""
-    system_prompt: str = ""
-    """Optional system prompt (tool instructions are added to it)."""
-    instruction: str = " Write your final answer in \\boxed{}."
-    """Appended to every question."""
-    max_trajectory_tokens: int | None = None
-    """Observation length cap of an episode (see :class:`envs.core.EnvLimits`)."""
-
-    def __post_init__(self) -> None:
-        if self.max_tool_calls < 0:
-            raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
-        if self.output_chars < 16:
-            raise ValueError(f"output_chars must be >= 16, got {self.output_chars}")
-        if self.failed_call_cost < 0:
-            raise ValueError(f"failed_call_cost must be >= 0, got {self.failed_call_cost}")
-        object.__setattr__(self, "tool_format", ToolFormat(self.tool_format))
-
-    def math_config(self) -> MathEnvConfig:
-        """The math game that grades the answers (no calculator, no math few-shot)."""
-        return MathEnvConfig(
-            format_coef=self.format_coef,
-            max_attempts=self.max_attempts,
-            attempt_decay=self.attempt_decay,
-            calculator=CalculatorMode.OFF,
-            system_prompt=self.system_prompt,
-            instruction=self.instruction,
-            fewshot=False,
-            max_trajectory_tokens=self.max_trajectory_tokens,
-        )
-
-    @property
-    def max_turns(self) -> int:
-        """Assistant turns an episode can take (attempts + tool calls + one spare)."""
-        return self.max_attempts + self.max_tool_calls + 1
 
 
 def format_run(result: RunResult, max_chars: int) -> str:
@@ -262,6 +192,7 @@ class CodeEnv(MathEnv):
             raise ValueError(f"renderer {type(renderer).__name__} has no tool format; use tool_format='tag'")
         self.tool_format = fmt
         """The resolved tool format (never ``AUTO``)."""
+        self.tools = [PYTHON_TOOL] if fmt is ToolFormat.TOOL else []
         self.sandbox = sandbox or sandbox_for(self.code_config.sandbox)
         self.tool_calls = 0
         """Tool calls made so far."""
@@ -274,9 +205,7 @@ class CodeEnv(MathEnv):
     def initial_messages(self) -> list[Message]:
         cfg = self.code_config
         if self.tool_format is ToolFormat.TOOL:
-            prefix: list[Message] = list(
-                self.renderer.create_conversation_prefix_with_tools([PYTHON_TOOL], cfg.system_prompt)
-            )
+            prefix: list[Message] = self.tool_prompt(cfg.system_prompt)
         else:
             system = f"{cfg.system_prompt}\n\n{_TAG_INSTRUCTIONS}".strip()
             prefix: list[Message] = [{"role": "system", "content": system}]
@@ -284,7 +213,13 @@ class CodeEnv(MathEnv):
             prefix += fewshot_messages(cfg.instruction, self.tool_format)
         return [*prefix, {"role": "user", "content": self.problem.question + cfg.instruction}]
 
+    def action_messages(self) -> SearchStrategy[Message]:
+        """:func:`code_action_messages` in this env's tool format (runs that succeed, fail, hit
+        a limit or a forbidden operation; boxed answers)."""
+        return code_action_messages(self.tool_format)
+
     async def on_message(self, message: Message) -> Reply:
+        # a malformed call arrives here too (MathEnv.on_fault opts in): a failed tool call
         calls = self._code_calls(message)
         if calls:
             return await self._run_calls(calls)

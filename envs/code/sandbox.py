@@ -55,6 +55,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import chz
 
 __all__ = [
     "Isolation",
@@ -110,9 +111,9 @@ class RunStatus(StrEnum):
     """The sandbox itself failed (could not start or build the jail): not the code's fault."""
 
 
-@dataclass(frozen=True)
+@chz.chz
 class SandboxLimits:
-    """Bounds of one run."""
+    """Bounds of one run (chz: nested command-line keys ``env.sandbox.limits.timeout_s=2``)."""
 
     timeout_s: float = 5.0
     """Wall-clock limit; also the CPU-time limit (rounded up to whole seconds)."""
@@ -132,7 +133,8 @@ class SandboxLimits:
     max_code_bytes: int = 32_768
     """Longest code accepted (UTF-8 bytes); longer code is an ``ERROR`` without running."""
 
-    def __post_init__(self) -> None:
+    @chz.validate
+    def _check(self) -> None:
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         for name in ("memory_mb", "output_bytes", "file_mb", "disk_mb", "inodes", "max_processes"):
@@ -144,14 +146,14 @@ class SandboxLimits:
             )
 
 
-@dataclass(frozen=True)
+@chz.chz
 class SandboxConfig:
-    """Configuration of a :class:`Sandbox`."""
+    """Configuration of a :class:`Sandbox` (chz, hashable: one shared sandbox per configuration)."""
 
-    limits: SandboxLimits = SandboxLimits()
+    limits: SandboxLimits = chz.field(default_factory=SandboxLimits)
     """Bounds of each run."""
-    isolation: Isolation = Isolation.AUTO
-    """How to confine the code."""
+    isolation: Isolation = chz.field(default=Isolation.AUTO, munger=lambda _, value: Isolation(value))
+    """How to confine the code (``auto``, ``namespaces``, ``landlock``, ``rlimits``)."""
     concurrency: int = 2
     """Runs at once per event loop (the rest queue)."""
     audit_hook: bool = True
@@ -163,8 +165,8 @@ class SandboxConfig:
     tmp_dir: str | None = None
     """Where the working folders are created (None: the system's temporary folder)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "isolation", Isolation(self.isolation))
+    @chz.validate
+    def _check(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
 

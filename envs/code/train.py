@@ -7,10 +7,13 @@ training, after step 10 and at the end. Every run goes through the sandbox
 (``envs.code.sandbox``), at most 2 at once. Sized for 2 CPU cores.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
-``backend=tinker``, ``log_path=...``), plus the game's keys below (``max_tool_calls=2``,
-``timeout_s=2``, ``failed_call_cost=0.05``, ``tool_format=tag``, ``source=gsm8k
-path=data/gsm8k_{split}.jsonl``...); ``--help`` lists them. Artifacts go to ``log_path``;
-rerunning with the same ``log_path`` resumes.
+``backend=tinker``, ``model_name=...``, ``log_path=...``), every field of the game
+(:class:`~envs.code.config.CodeEnvConfig`) as a nested key: ``env.max_tool_calls=2``,
+``env.failed_call_cost=0.05``, ``env.tool_format=tag``, ``env.sandbox.limits.timeout_s=2``,
+``env.sandbox.isolation=landlock``...; and the data keys below: ``source=gsm8k
+path=data/gsm8k_{split}.jsonl``, ``levels=1,2``... ``--help`` lists them. Data files are
+validated before the model loads (one line, exit 2, nothing written). Artifacts go to
+``log_path``; rerunning with the same ``log_path`` resumes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
+from envs.code.config import CodeEnvConfig
 
 if TYPE_CHECKING:
     from envs.code.builders import CodeDatasetBuilder
@@ -29,7 +33,7 @@ WIN_METRIC = "math/correct"
 
 @chz.chz
 class CodeTrainConfig(training.Config):
-    """:class:`training.Config` with code-env defaults and the game's own keys."""
+    """:class:`training.Config` with code-env loop defaults, the game (``env.*``) and its data keys."""
 
     # --- loop defaults for this env (2 CPU cores) -------------------------------------------
     log_path: str = "runs/code/default"
@@ -39,33 +43,9 @@ class CodeTrainConfig(training.Config):
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
 
-    # --- the game -------------------------------------------------------------------------
-    max_attempts: int = 1
-    """Answers per episode (more than 1: feedback after a wrong one)."""
-    attempt_decay: float = 0.5
-    """A correct answer at attempt ``a`` earns ``attempt_decay ** (a - 1)``."""
-    format_coef: float = 0.1
-    """Weight of the format term ``format_coef * (1[boxed answer] - 1)``."""
-    max_tool_calls: int = 4
-    """``run_python`` calls per episode."""
-    failed_call_cost: float = 0.0
-    """Reward subtracted per failed call (an exception, a limit, a forbidden operation)."""
-    output_chars: int = 1200
-    """Characters of a run's output the model sees."""
-    tool_format: str = "auto"
-    """``auto``, ``tool`` (the renderer's tool calls) or ``tag`` (a fenced code block)."""
-    fewshot: bool = True
-    """Start with a solved example that calls the tool."""
-
-    # --- the sandbox ----------------------------------------------------------------------
-    timeout_s: float = 5.0
-    """Wall-clock (and CPU) limit of one run."""
-    memory_mb: int = 512
-    """Address-space limit of one run."""
-    isolation: str = "auto"
-    """``auto``, ``namespaces``, ``landlock`` or ``rlimits`` (unsafe)."""
-    sandbox_concurrency: int = 2
-    """Runs at once."""
+    # --- the game (its own defaults, nested keys env.<field>) --------------------------------
+    env: CodeEnvConfig = chz.field(default_factory=CodeEnvConfig)
+    """The game (``env.max_tool_calls=2``, ``env.sandbox.limits.timeout_s=2``...)."""
 
     # --- data -----------------------------------------------------------------------------
     source: str = "generated"
@@ -86,10 +66,18 @@ class CodeTrainConfig(training.Config):
     """Samples per problem (the GRPO group)."""
 
     @chz.validate
-    def _check_game(self) -> None:
-        from envs.code._keys import check_code_keys
+    def _check_data_keys(self) -> None:
+        from envs.math._keys import check_data_keys
 
-        check_code_keys(self.tool_format, self.isolation, self.source, self.levels)
+        check_data_keys(self.source, self.levels)
+
+    def check_data(self) -> None:
+        """The data files exist and their rows parse, with an answer (before the model loads)."""
+        from envs.math.data import check_source
+
+        check_source(
+            self.source, self.path, test_path=self.test_path, n_train=self.n_train, n_test=self.n_test
+        )
 
     def dataset_builder(self) -> CodeDatasetBuilder:
         """Train and held-out splits of the configured game."""
@@ -98,26 +86,15 @@ class CodeTrainConfig(training.Config):
         return CodeDatasetBuilder(
             batch_size=self.batch_size,
             group_size=self.group_size,
-            max_attempts=self.max_attempts,
-            format_coef=self.format_coef,
-            attempt_decay=self.attempt_decay,
-            max_tool_calls=self.max_tool_calls,
-            failed_call_cost=self.failed_call_cost,
-            output_chars=self.output_chars,
-            tool_format=self.tool_format,
-            fewshot=self.fewshot,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            isolation=self.isolation,
-            sandbox_concurrency=self.sandbox_concurrency,
+            env=self.env,
             source=self.source,
             path=self.path,
             test_path=self.test_path,
             levels=self.levels,
             n_train=self.n_train,
             n_test=self.n_test,
-            renderer_name=self.renderer_name,
             model_name_for_tokenizer=self.model_name,
+            renderer_name=self.renderer_name,
             seed=self.seed,
         )
 
