@@ -6,8 +6,9 @@
    connect to a loopback TCP port and send to a UDP port this bench listens on, with ``socket``
    and with raw ``ctypes``; fork bombs; 10 GB; endless loops; 100 MB of output; a daemon...)
    against each strong isolation available here, with the audit hook on and off (off: only the
-   kernel's layers stand). ``escapes=<n>`` counts attempts that escaped or were not stopped
-   (goal 0).
+   kernel's layers stand). Each attempt is played as a ``run_python`` tool call of a fresh
+   ``CodeEnv`` episode (``failed_call_cost=0.1``). ``escapes=<n>`` counts attempts that escaped,
+   were not stopped, or that the env did not score as one failed tool call (goal 0).
 2. Event-loop lag: a task sleeps 1 ms in a loop and records how late it wakes, while the escape
    attempts and a burst of ordinary runs go on (``event_loop_lag_p99_ms``, goal <= 10), next to
    the same sampler on an idle loop (``baseline_lag_p99_ms``: the machine's own noise).
@@ -20,12 +21,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,8 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import anyio
 
-from envs.code.escapes import run_escape_attempts
-from envs.code.sandbox import Isolation, Sandbox, SandboxConfig, SandboxLimits
+from envs.code.escapes import EscapeOutcome, run_escape_attempts
+from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
 
 WORK = "print(sum(i * i for i in range(100_000)))"
 EXPECTED = f"{sum(i * i for i in range(100_000))}\n"
@@ -63,6 +65,13 @@ class LagSampler:
         return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+async def idle_lag_p99(seconds: float = 2.0) -> float:
+    """The lag p99 (ms) of an idle loop: this machine's scheduling noise."""
+    sampler = LagSampler()
+    await while_sampling(sampler, lambda: anyio.sleep(seconds))
+    return sampler.p99()
+
+
 async def while_sampling(sampler: LagSampler, work: Callable[[], Awaitable[object]]) -> object:
     """Run ``work`` with ``sampler`` going; return its result."""
     out: list[object] = []
@@ -71,6 +80,57 @@ async def while_sampling(sampler: LagSampler, work: Callable[[], Awaitable[objec
         out.append(await work())
         sampler.stop()
     return out[0]
+
+
+class EnvScoredSandbox(Sandbox):
+    """Plays each program as a ``run_python`` tool call in a fresh :class:`~envs.code.CodeEnv`
+    episode (on ``inner``, with ``failed_call_cost``) and records how the env scored the step, so
+    every escape attempt goes through the env: the result the judge sees is the env's own run."""
+
+    def __init__(self, inner: Sandbox, failed_call_cost: float = 0.1):
+        from backend.model import SMOLLM2, register_tokenizers
+        from renderers_ext import get_renderer
+
+        super().__init__(inner.config)
+        self.inner = inner
+        self.cost = failed_call_cost
+        self.scores: list[tuple[RunResult, float, float]] = []
+        """(the run, the step's reward, its ``code/failed_calls`` metric) per program."""
+        register_tokenizers()
+        self.renderer = get_renderer(None, SMOLLM2)
+
+    async def isolation(self) -> Isolation:
+        return await self.inner.isolation()
+
+    async def run(self, code: str) -> RunResult:
+        from tinker_cookbook.renderers import ToolCall
+
+        from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
+        from envs.math import MathProblem
+        from renderers_ext import render_action
+
+        config = CodeEnvConfig(failed_call_cost=self.cost, tool_format=ToolFormat.TOOL, fewshot=False)
+        env = CodeEnv(self.renderer, MathProblem("1 + 1?", "2"), config, sandbox=self.inner)
+        await env.initial_observation()
+        call = ToolCall(
+            function=ToolCall.FunctionBody(name="run_python", arguments=json.dumps({"code": code}))
+        )
+        action = render_action(self.renderer, {"role": "assistant", "content": "", "tool_calls": [call]})
+        step = await env.step(action)
+        result = env.runs[-1]
+        self.scores.append((result, step.reward, float(step.metrics.get("code/failed_calls", 0.0))))
+        return result
+
+    def misscored(self, outcomes: Sequence[EscapeOutcome]) -> list[str]:
+        """Attempts the env did not score by their run: a failed run must cost one failed tool
+        call (reward ``-failed_call_cost``, ``code/failed_calls`` 1), a clean one nothing."""
+        bad = []
+        for o in outcomes:
+            reward, failed = next((r, f) for res, r, f in self.scores if res is o.result)
+            should_fail = o.result.status is not RunStatus.OK
+            if failed != float(should_fail) or abs(reward + self.cost * should_fail) > 1e-9:
+                bad.append(f"{o.name}: {o.result.status} scored reward={reward} failed_calls={failed}")
+        return bad
 
 
 async def strong_modes() -> list[Isolation]:
@@ -103,9 +163,11 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, float
                     concurrency=concurrency,
                 )
                 t0 = time.perf_counter()
-                outcomes = await run_escape_attempts(Sandbox(config), concurrency=concurrency)
+                scored = EnvScoredSandbox(Sandbox(config))
+                outcomes = await run_escape_attempts(scored, concurrency=concurrency)
                 failed = [o for o in outcomes if not o.held]
-                total += len(failed)
+                misscored = scored.misscored(outcomes)
+                total += len(failed) + len(misscored)
                 statuses = Counter(str(o.result.status) for o in outcomes)
                 print(
                     f"escapes[{mode},audit_hook={'on' if hook else 'off'}]={len(failed)}/{len(outcomes)} "
@@ -116,6 +178,8 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, float
                     print(
                         f"  NOT HELD {o.name}: {o.result.status} {o.result.detail}; {o.evidence}", flush=True
                     )
+                for line in misscored:
+                    print(f"  NOT SCORED AS A FAILED CALL {line}", flush=True)
         return total
 
     escapes = int(await while_sampling(sampler, attack))  # type: ignore[call-overload]
@@ -146,10 +210,9 @@ async def burst(
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    baseline = LagSampler()
-    await while_sampling(baseline, lambda: anyio.sleep(2.0))
     print(
-        f"baseline_lag_p99_ms={baseline.p99():.2f} (idle loop: this machine's scheduling noise)", flush=True
+        f"baseline_lag_p99_ms={await idle_lag_p99():.2f} (idle loop: this machine's scheduling noise)",
+        flush=True,
     )
 
     escapes, escape_lag = await escape_section(args.timeout, args.concurrency)

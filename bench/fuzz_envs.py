@@ -8,7 +8,8 @@ env has taken ``--actions`` of them (default 10,000). A crash is a step that rai
 When the code-execution env (``turngym/MathPython-v0``) is fuzzed, its sandbox also faces the
 escape attempts of ``envs.code.escapes`` (every strong isolation available here, audit hook on
 and off; see ``bench/code_sandbox.py``) while the event loop's lag is sampled: the lines
-``event_loop_lag_p99_ms=<x>`` (goal <= 10) and ``escapes=<n>`` (goal 0) come before the last one,
+``event_loop_lag_p99_ms=<x>`` (goal <= 10; ``baseline_lag_p99_ms`` is an idle loop's, the
+machine's own noise) and ``escapes=<n>`` (goal 0) come before the last one,
 which then reads ``actions=<n> crashes=<m> escapes=<k>``.
 
     python bench/fuzz_envs.py                  # every registered turngym/ id, 10k actions each
@@ -74,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     escapes = None
     if CODE_ENV in ids and not args.no_escapes:
         import anyio
-        from code_sandbox import escape_section
+        from code_sandbox import escape_section, idle_lag_p99
 
+        print(f"baseline_lag_p99_ms={anyio.run(idle_lag_p99):.2f} (idle loop: this machine's own noise)")
         escapes, lag = anyio.run(escape_section, args.escape_timeout, 2)
         print(f"event_loop_lag_p99_ms={lag:.2f}")
         print(f"escapes={escapes}")

@@ -210,12 +210,16 @@ def math_calculator_source(split: str = "train", group_size: int = 1, **fields: 
 
 def math_python_source(split: str = "train", group_size: int = 1, **fields: Any) -> EnvSource:
     """Math with a sandboxed Python tool; ``fields`` are ``envs.code.CodeDatasetBuilder`` fields
-    (``timeout_s``, ``max_tool_calls``, ``isolation``...)."""
-    from envs.code import CodeDatasetBuilder
+    (``levels``, ``env``...) or ``envs.code.CodeEnvConfig`` fields (``max_tool_calls``, ``sandbox``...)."""
+    import chz
+
+    from envs.code import CodeDatasetBuilder, CodeEnvConfig
 
     fields.setdefault("n_train", 256)
     fields.setdefault("n_test", 64)
-    builder = CodeDatasetBuilder(batch_size=1, group_size=group_size, **fields)
+    game = {k: fields.pop(k) for k in list(fields) if k in chz.asdict(CodeEnvConfig())}  # env.* fields
+    env = fields.pop("env", None) or CodeEnvConfig(**game)
+    builder = CodeDatasetBuilder(env=env, batch_size=1, group_size=group_size, **fields)
     return LazyDatasetFactory(builder, split)
 
 
