@@ -309,6 +309,20 @@ def test_train_config_builds_the_configured_game():
     assert game.sandbox.limits.timeout_s == 3.0
 
 
+def test_the_check_command_plays_tool_turns_and_checks_extension_across_them(capsys):
+    from envs.check import main as check_main
+
+    status = check_main(["turngym/MathPython-v0", "--json", "--examples", "8", "--block-threshold", "5"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["ok"], report
+    stats = report["stats"]
+    assert stats["tools"] == ["run_python"]
+    assert stats["tool_calls"] > 0 and stats["malformed_tool_calls"] > 0
+    assert stats["extension_turns_after_tool_calls"] > 0
+    extension = next(r for r in report["results"] if r["check"] == "extension_property")
+    assert extension["result"] == "pass" and "after tool calls" in extension["detail"]
+
+
 def test_readme_example_runs(renderer):
     text = README.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
