@@ -44,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-escapes", action="store_true", help="skip the code sandbox's escape attempts")
     parser.add_argument("--escape-timeout", type=float, default=2.0, help="time limit of an escape run, s")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=0,
+        help="fuzz in chunks of this many actions (seeds seed, seed+1...), "
+        "with a progress line each (default: one run)",
+    )
     parser.add_argument("--max-action-tokens", type=int, default=256)
     parser.add_argument(
         "--block-threshold",
@@ -62,14 +69,33 @@ def main(argv: list[str] | None = None) -> int:
     for env_id in ids:
         if args.actions <= 0:
             break
-        stats = fuzz_env(env_source(env_id), args.actions, seed=args.seed, config=config, target=env_id)
-        total_actions += stats.actions
-        total_crashes += stats.crashes
-        other = "; ".join(f"{k}: {v[:160]}" for k, v in stats.failures.items()) or "no failures"
-        faults = stats.stats.get("faults", {})
-        coverage = f"truncated={faults.get('truncated', 0)} tool_calls={stats.stats.get('tool_calls', 0)}"
+        # in chunks (seeds seed, seed+1...), each with a progress line, when --chunk is given
+        chunks = [args.actions] if args.chunk <= 0 else _split(args.actions, args.chunk)
+        actions = crashes = episodes = truncated = tool_calls = 0
+        seconds = 0.0
+        failures: dict[str, str] = {}
+        for k, n in enumerate(chunks):
+            stats = fuzz_env(env_source(env_id), n, seed=args.seed + k, config=config, target=env_id)
+            actions, crashes, episodes = (
+                actions + stats.actions,
+                crashes + stats.crashes,
+                episodes + stats.episodes,
+            )
+            truncated += stats.stats.get("faults", {}).get("truncated", 0)
+            tool_calls += stats.stats.get("tool_calls", 0)
+            seconds += stats.seconds
+            failures = {**stats.failures, **failures}
+            if len(chunks) > 1:
+                print(
+                    f"{env_id}: chunk {k + 1}/{len(chunks)} {stats.line} (so far actions={actions})",
+                    flush=True,
+                )
+        total_actions += actions
+        total_crashes += crashes
+        other = "; ".join(f"{k}: {v[:160]}" for k, v in failures.items()) or "no failures"
         print(
-            f"{env_id}: {stats.line} episodes={stats.episodes} {coverage} in {stats.seconds:.0f}s ({other})",
+            f"{env_id}: actions={actions} crashes={crashes} episodes={episodes} truncated={truncated} "
+            f"tool_calls={tool_calls} in {seconds:.0f}s ({other})",
             flush=True,
         )
     escapes = None
@@ -84,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     tail = "" if escapes is None else f" escapes={escapes}"
     print(f"actions={total_actions} crashes={total_crashes}{tail}")
     return 1 if total_crashes or escapes else 0
+
+
+def _split(total: int, chunk: int) -> list[int]:
+    return [min(chunk, total - start) for start in range(0, total, chunk)]
 
 
 if __name__ == "__main__":
