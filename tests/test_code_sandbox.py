@@ -59,6 +59,18 @@ def test_a_strong_isolation_works_here() -> None:
     assert mode == STRONG[0]
 
 
+@pytest.mark.skipif(Isolation.NAMESPACES not in STRONG, reason="namespaces mode is not available here")
+def test_a_user_id_comes_back_only_after_many_runs(tmp_path: Path) -> None:
+    # the escape judge tells a run's processes by its user id: the next run must not reuse it
+    sandbox = _sandbox(tmp_path, isolation=Isolation.NAMESPACES)
+
+    async def runs() -> list[int | None]:
+        return [(await sandbox.run("pass")).uid for _ in range(3)]
+
+    uids = anyio.run(runs)
+    assert None not in uids and len(set(uids)) == 3
+
+
 @pytest.mark.parametrize("mode", STRONG)
 def test_runs_code_and_reports_how_it_ended(mode: Isolation, tmp_path: Path) -> None:
     sandbox = _sandbox(tmp_path, isolation=mode)

@@ -270,21 +270,22 @@ def _static_problem(mode: Isolation) -> str | None:
 
 # --- user ids ------------------------------------------------------------------------------------
 class _UidPool:
-    """Unprivileged user ids, one per concurrent run, reserved across processes with ``flock``."""
+    """Unprivileged user ids, one per concurrent run, reserved across processes with ``flock``
+    and handed out round-robin over the whole range (from a per-process offset): a user id comes
+    back only after thousands of other runs, so a process a run might leave behind never shares
+    its id (nor its ``RLIMIT_NPROC`` budget) with a fresh run, and processes are told apart by
+    their run's id (``envs.code.escapes.leftover_processes``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._free: list[tuple[int, int]] = []  # (uid, lock fd)
-        self._next = 0
+        self._next = (os.getpid() * 7919) % _UID_COUNT
 
     def acquire(self) -> tuple[int, int]:
         with self._lock:
-            if self._free:
-                return self._free.pop()
             folder = Path(tempfile.gettempdir()) / "turngym-sandbox-uids"
             folder.mkdir(mode=0o700, exist_ok=True)
-            while self._next < _UID_COUNT:
-                k, self._next = self._next, self._next + 1
+            for _ in range(_UID_COUNT):
+                k, self._next = self._next, (self._next + 1) % _UID_COUNT
                 fd = os.open(folder / f"{_UID_BASE + k}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -292,19 +293,11 @@ class _UidPool:
                     os.close(fd)
                     continue
                 return _UID_BASE + k, fd
-        raise RuntimeError("no free sandbox user id (4096 in use)")
+        raise RuntimeError(f"no free sandbox user id ({_UID_COUNT} in use)")
 
     def release(self, slot: tuple[int, int]) -> None:
-        with self._lock:
-            self._free.append(slot)
-
-    def close(self) -> None:
-        with self._lock:
-            for _, fd in self._free:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._free = []
-            self._next = 0
+        with contextlib.suppress(OSError):
+            os.close(slot[1])  # drops the flock
 
 
 _uids = _UidPool()
