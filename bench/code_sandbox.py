@@ -90,7 +90,7 @@ class EnvScoredSandbox(Sandbox):
 
     def __init__(self, inner: Sandbox, failed_call_cost: float = 0.1):
         from backend.model import SMOLLM2, register_tokenizers
-        from renderers_ext import get_renderer
+        from renderers_ext import load_renderer
 
         super().__init__(inner.config)
         self.inner = inner
@@ -98,7 +98,7 @@ class EnvScoredSandbox(Sandbox):
         self.scores: list[tuple[RunResult, float, float]] = []
         """(the run, the step's reward, its ``code/failed_calls`` metric) per program."""
         register_tokenizers()
-        self.renderer = get_renderer(None, SMOLLM2)
+        self.renderer = load_renderer(None, SMOLLM2)
 
     async def isolation(self) -> Isolation:
         return await self.inner.isolation()

@@ -21,7 +21,7 @@ from envs.code.sandbox import sandbox_for
 from envs.math._keys import check_data_keys
 from envs.math.builders import MathGroupBuilder, MathRLDataset
 from envs.math.data import MathProblem, Split, load_split
-from renderers_ext import get_renderer
+from renderers_ext import load_renderer
 
 __all__ = ["CodeDatasetBuilder", "CodeGroupBuilder", "CodeRLDataset"]
 
@@ -34,7 +34,7 @@ class CodeGroupBuilder(MathGroupBuilder):
     """The code game (the inherited ``config`` is its :meth:`CodeEnvConfig.math_config`)."""
 
     async def make_envs(self) -> Sequence[Env]:
-        renderer = get_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
         sandbox = sandbox_for(self.code_config.sandbox)
         await sandbox.isolation()  # no isolation here: one clear error now, not at the first call
         return [

@@ -30,7 +30,7 @@ from envs.code.sandbox import RunResult, RunStatus, Sandbox, sandbox_for
 from envs.core import EnvLimits, Reply
 from envs.math.data import MathProblem
 from envs.math.env import MathEnv, supports_tools
-from envs.math.grading import Grader, extract_boxed
+from envs.math.grading import Grader, last_boxed
 
 if TYPE_CHECKING:  # hypothesis is imported only when a strategy is asked for
     from hypothesis.strategies import SearchStrategy
@@ -246,7 +246,7 @@ class CodeEnv(MathEnv):
                 out.append((None, f"malformed tool call: {bad.error[:120]}", None))
             return out
         text = get_text_content(message)
-        if extract_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("```"):
+        if last_boxed(text) is not None and text.rfind("\\boxed") > text.rfind("```"):
             return []  # an answer after the last block: it is an answer
         return [(m.group(1), "", None) for m in _FENCE.finditer(text)]
 
