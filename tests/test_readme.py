@@ -335,6 +335,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl": _check_math_keys,
     "python -m envs.math.train": _help("envs.math.train"),
     "python -m envs.math.eval": _help("envs.math.eval"),
+    "python -m envs.code.train": _help("envs.code.train"),
     "python -m envs.judge.train": _help("envs.judge.train"),
     "python -m envs.judge.preference": _help("envs.judge.preference"),
     "python -m envs.math.eval harness=inspect": _elsewhere("tests/test_math_inspect.py", '"harness=inspect"'),
