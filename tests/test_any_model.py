@@ -100,6 +100,12 @@ def _math(preset: str) -> Callable[[], Any]:
     return build
 
 
+def _code() -> Any:
+    from envs.code import CodeDatasetBuilder
+
+    return CodeDatasetBuilder(batch_size=1, group_size=2, n_train=2, n_test=0, model_name_for_tokenizer=MODEL)
+
+
 def _judge(kind: str) -> Callable[[], Any]:
     def build() -> Any:
         import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
@@ -125,6 +131,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "math:single": _math("single"),
     "math:feedback": _math("feedback"),
     "math:calculator": _math("calculator"),
+    "code": _code,
     "judge:rubric": _judge("rubric"),
     "judge:pairwise": _judge("pairwise"),
     "README:example": _readme,
