@@ -188,6 +188,18 @@ def test_no_process_of_a_run_outlives_it(tmp_path: Path) -> None:
     assert leftover_processes(result) == []
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no sched_autogroup here")
+def test_a_run_is_niced_inside_its_own_autogroup_too(tmp_path: Path) -> None:
+    """A run is a session of its own, so under sched_autogroup its process nice counts only inside
+    its own autogroup: that autogroup's nice must be ours + ``nice``, or the run would compete
+    with the event loop's process as an equal."""
+    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, nice=7)
+    ours = int(Path("/proc/self/autogroup").read_text().split()[-1])
+    result = _run(sandbox, "import os\nprint(open('/proc/self/autogroup').read().split()[-1], os.nice(0))")
+    assert result.ok, result
+    assert result.output.split() == [str(min(19, ours + 7)), str(min(19, os.nice(0) + 7))]
+
+
 def test_an_unavailable_isolation_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with _probe_lock:
         saved = dict(_probes)

@@ -222,6 +222,9 @@ def main() -> None:
     code = sys.stdin.buffer.read()
     if cfg.get("nice"):
         os.nice(int(cfg["nice"]))
+    if cfg.get("autogroup_nice") is not None:  # this session's autogroup (sched_autogroup), see sandbox.py
+        with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
+            f.write(str(int(cfg["autogroup_nice"])))
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

@@ -28,15 +28,15 @@ audit hook that stops the run on opening files outside the folder, sockets, ctyp
 (status ``VIOLATION``): an extra line of defence, not the only one. The sandbox's own script is
 ``_sandbox_child.py`` (standard library only).
 
-The event loop never waits on a process: the process is started in a worker thread, its output
-is read with ``anyio.wait_readable`` on a non-blocking pipe and its end awaited on a pidfd.
+The event loop never waits on a process nor on the file system: the user id, the working folder,
+fork + exec, the status and the clean-up run in worker threads; the output is read with
+``anyio.wait_readable`` on a non-blocking pipe and the process's end awaited on a pidfd.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import shutil
@@ -420,19 +420,12 @@ class Sandbox:
         data = code.encode("utf-8", "replace")
         if len(data) > limits.max_code_bytes:
             return RunResult(RunStatus.ERROR, "", f"code longer than {limits.max_code_bytes} bytes; not run")
-        try:
-            uid_slot = _uids.acquire() if mode is Isolation.NAMESPACES else None
-        except (OSError, RuntimeError) as e:
-            return RunResult(RunStatus.SANDBOX_ERROR, "", f"no sandbox user id: {e}")
-        try:
-            return await _Run(self, mode, data, uid_slot[0] if uid_slot else None).execute()
-        finally:
-            if uid_slot is not None:
-                _uids.release(uid_slot)
+        return await _Run(self, mode, data).execute()
 
     def child_config(self, mode: Isolation, workdir: str, uid: int | None, status_fd: int) -> dict[str, Any]:
         """The JSON configuration ``_sandbox_child.py`` receives for one run."""
         limits = self.config.limits
+        own = _autogroup_nice()
         return {
             "mode": str(mode),
             "workdir": workdir,
@@ -450,54 +443,103 @@ class Sandbox:
             "audit_hook": self.config.audit_hook,
             "seccomp": self.config.seccomp and mode is not Isolation.RLIMITS,
             "nice": self.config.nice,
+            # the run is a session of its own, so under sched_autogroup its nice counts only
+            # inside its own autogroup: the autogroup gets ours + nice, or it would compete with
+            # this process (and its event loop) as an equal
+            "autogroup_nice": None if own is None else min(19, own + self.config.nice),
         }
 
 
-class _Run:
-    """One run: start, read, kill when needed, reap, clean up."""
+class _StartError(Exception):
+    """The run could not start (no user id, no folder, no process); the message says why."""
 
-    def __init__(self, sandbox: Sandbox, mode: Isolation, code: bytes, uid: int | None):
+
+class _Run:
+    """One run: start, read, kill when needed, reap, clean up.
+
+    Only waiting happens on the event loop; the file-system and process work (user id, folder,
+    pipes, fork + exec, status, clean-up) runs in worker threads (:meth:`_start`, :meth:`_finish`).
+    """
+
+    def __init__(self, sandbox: Sandbox, mode: Isolation, code: bytes):
         self.sandbox = sandbox
         self.limits = sandbox.config.limits
         self.mode = mode
         self.code = code
-        self.uid = uid
+        self.uid_slot: tuple[int, int] | None = None
+        self.workdir: str | None = None
         self.output = bytearray()
         self.killed_for: RunStatus | None = None
         self.lingering = False
 
+    @property
+    def uid(self) -> int | None:
+        return self.uid_slot[0] if self.uid_slot else None
+
     async def execute(self) -> RunResult:
         t0 = time.perf_counter()
         try:
-            workdir = tempfile.mkdtemp(prefix="turngym-sandbox-", dir=self.sandbox.config.tmp_dir)
-        except OSError as e:
-            return RunResult(RunStatus.SANDBOX_ERROR, "", f"no working folder: {e}")
-        try:
-            proc, out_fd, status_fd = await self._start(workdir)
-        except OSError as e:
-            await _remove(workdir)
-            return RunResult(RunStatus.SANDBOX_ERROR, "", f"could not start the sandbox: {e}")
+            proc, out_fd, status_fd = await anyio.to_thread.run_sync(self._start)
+        except _StartError as e:
+            return RunResult(RunStatus.SANDBOX_ERROR, "", str(e))
+        reports: list[dict[str, Any]] = []
         try:
             await self._read(proc, out_fd)
             await _wait_exit(proc)
             await self._drain(out_fd)
-            reports = _read_status(status_fd)
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled run is still killed and cleaned up
                 if proc.returncode is None:  # not reaped yet, so its process group id is still its own
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     await _wait_exit(proc)
-                for fd in (out_fd, status_fd):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                await _remove(workdir)
+                reports = await anyio.to_thread.run_sync(self._finish, out_fd, status_fd)
         if self.lingering:
             with self.sandbox._lock:
                 self.sandbox._counts["lingering"] += 1
-        return self._result(reports, time.perf_counter() - t0, workdir)
+        return self._result(reports, time.perf_counter() - t0, self.workdir)
 
-    async def _start(self, workdir: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    def _start(self) -> tuple[subprocess.Popen[bytes], int, int]:
+        """In a worker thread: a user id (``namespaces``), the folder, the pipes, fork + exec.
+        On failure everything taken is given back and :class:`_StartError` says why."""
+        if self.mode is Isolation.NAMESPACES:
+            try:
+                self.uid_slot = _uids.acquire()
+            except (OSError, RuntimeError) as e:
+                raise _StartError(f"no sandbox user id: {e}") from None
+        try:
+            self.workdir = tempfile.mkdtemp(prefix="turngym-sandbox-", dir=self.sandbox.config.tmp_dir)
+        except OSError as e:
+            self._release()
+            raise _StartError(f"no working folder: {e}") from None
+        try:
+            return self._spawn(self.workdir)
+        except OSError as e:
+            self._remove()
+            raise _StartError(f"could not start the sandbox: {e}") from None
+        except BaseException:
+            self._remove()
+            raise
+
+    def _finish(self, out_fd: int, status_fd: int) -> list[dict[str, Any]]:
+        """In a worker thread: the status reports, then close, remove the folder, free the user id."""
+        reports = _read_status(status_fd)
+        for fd in (out_fd, status_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._remove()
+        return reports
+
+    def _remove(self) -> None:
+        if self.workdir is not None:
+            _remove(self.workdir)
+        self._release()
+
+    def _release(self) -> None:
+        if self.uid_slot is not None:
+            _uids.release(self.uid_slot)
+
+    def _spawn(self, workdir: str) -> tuple[subprocess.Popen[bytes], int, int]:
         if self.mode is not Isolation.NAMESPACES and os.geteuid() == 0:
             os.chmod(workdir, 0o700)
         in_r, in_w = os.pipe()
@@ -518,8 +560,7 @@ class _Run:
                 _CHILD_SCRIPT,
                 json.dumps(config),
             ]
-            popen = functools.partial(
-                subprocess.Popen,
+            proc = subprocess.Popen(
                 argv,
                 stdin=in_r,
                 stdout=out_w,
@@ -530,7 +571,6 @@ class _Run:
                 cwd="/",
                 env={},
             )
-            proc = await anyio.to_thread.run_sync(popen)  # fork + exec off the event loop
         except BaseException:
             for fd in (out_r, status_r):
                 os.close(fd)
@@ -581,7 +621,7 @@ class _Run:
         if scope.cancelled_caught:
             self.lingering = True
 
-    def _result(self, reports: list[dict[str, Any]], seconds: float, workdir: str) -> RunResult:
+    def _result(self, reports: list[dict[str, Any]], seconds: float, workdir: str | None) -> RunResult:
         limits = self.limits
         truncated = len(self.output) > limits.output_bytes
         text = bytes(self.output[: limits.output_bytes]).decode("utf-8", "replace")
@@ -665,13 +705,22 @@ async def _wait_exit(proc: subprocess.Popen[bytes]) -> None:
         os.close(pidfd)
 
 
-async def _remove(folder: str) -> None:
+def _autogroup_nice() -> int | None:
+    """This process's autogroup nice (``/proc/self/autogroup``); None where there is none."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            return int(f.read().rsplit(None, 1)[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _remove(folder: str) -> None:
     try:
         os.rmdir(folder)  # namespaces mode: the folder only served as a mount point, it is empty
     except FileNotFoundError:
         return
     except OSError:
-        await anyio.to_thread.run_sync(_rmtree, folder)
+        _rmtree(folder)
 
 
 def _rmtree(folder: str) -> None:
