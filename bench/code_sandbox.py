@@ -10,9 +10,12 @@
    ``CodeEnv`` episode (``failed_call_cost=0.1``). ``escapes=<n>`` counts attempts that escaped,
    were not stopped, or that the env did not score as one failed tool call (goal 0).
 2. Event-loop lag: a task sleeps 1 ms in a loop and records how late it wakes, while the escape
-   attempts and a burst of ordinary runs go on (``event_loop_lag_p99_ms``, goal <= 10), next to
-   the same sampler on an idle loop (``baseline_lag_p99_ms``: the machine's own noise) and during
-   the peer's burst below.
+   attempts and a burst of ordinary runs go on (``event_loop_lag_p99_ms``), next to the same
+   sampler on an idle loop (``baseline_lag_p99_ms``: the machine's own noise) and during the
+   peer's burst below. On a shared machine most of a late wake-up is the loop's thread waiting
+   for a CPU (its run-queue wait, from ``/proc/thread-self/schedstat``); what is left is the loop
+   being *blocked*: code running on it, or waiting for the GIL. ``event_loop_blocked_p99_ms``
+   (goal <= 10) is the p99 of lateness minus run-queue wait; both are printed for every phase.
 3. Latency: ``--runs`` short programs through the sandbox and through the peer at its best,
    ``anyio.run_process([python, -I, -S, -c, code])`` at the same concurrency (no isolation at all:
    the floor any process-per-call sandbox pays). The last line is
@@ -35,42 +38,76 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import anyio
+from tinker_cookbook.renderers import Renderer, ToolCall
 
+from backend.model import SMOLLM2, register_tokenizers
+from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
 from envs.code.escapes import EscapeOutcome, run_escape_attempts
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
+from envs.math import MathProblem
+from renderers_ext import load_renderer, render_action
 
 WORK = "print(sum(i * i for i in range(100_000)))"
 EXPECTED = f"{sum(i * i for i in range(100_000))}\n"
 
 
+def _runqueue_ms() -> float | None:
+    """The calling thread's total run-queue wait so far (ms); None where the kernel has no schedstat."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _p99(values: Sequence[float]) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
 class LagSampler:
-    """Sleeps 1 ms in a loop and records how late each wake-up is (ms)."""
+    """Sleeps 1 ms in a loop and records how late each wake-up is (ms), and how much of that the
+    loop's thread spent waiting for a CPU (run-queue wait: the machine's load, not the loop)."""
 
     def __init__(self) -> None:
         self.lags: list[float] = []
+        self.blocked: list[float] = []
+        """Per wake-up: lateness minus run-queue wait (ms), the part the loop itself caused."""
         self._stop = anyio.Event()
 
     async def run(self) -> None:
         while not self._stop.is_set():
+            wait0 = _runqueue_ms()
             t = time.perf_counter()
             await anyio.sleep(0.001)
-            self.lags.append(max(0.0, time.perf_counter() - t - 0.001) * 1000)
+            lag = max(0.0, time.perf_counter() - t - 0.001) * 1000
+            wait1 = _runqueue_ms()
+            self.lags.append(lag)
+            queued = wait1 - wait0 if wait0 is not None and wait1 is not None else 0.0
+            self.blocked.append(max(0.0, lag - queued))
 
     def stop(self) -> None:
         self._stop.set()
 
     def p99(self) -> float:
-        if not self.lags:
-            return float("nan")
-        ordered = sorted(self.lags)
-        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        """The lateness p99 (ms)."""
+        return _p99(self.lags)
+
+    def blocked_p99(self) -> float:
+        """The p99 (ms) of lateness minus run-queue wait (where schedstat exists, else the lateness)."""
+        return _p99(self.blocked)
+
+    def line(self) -> str:
+        return f"lag {self.p99():.2f} blocked {self.blocked_p99():.2f}"
 
 
-async def idle_lag_p99(seconds: float = 2.0) -> float:
-    """The lag p99 (ms) of an idle loop: this machine's scheduling noise."""
+async def idle_lag(seconds: float = 2.0) -> LagSampler:
+    """A sampler run on an idle loop: this machine's scheduling noise."""
     sampler = LagSampler()
     await while_sampling(sampler, lambda: anyio.sleep(seconds))
-    return sampler.p99()
+    return sampler
 
 
 async def while_sampling(sampler: LagSampler, work: Callable[[], Awaitable[object]]) -> object:
@@ -88,28 +125,18 @@ class EnvScoredSandbox(Sandbox):
     episode (on ``inner``, with ``failed_call_cost``) and records how the env scored the step, so
     every escape attempt goes through the env: the result the judge sees is the env's own run."""
 
-    def __init__(self, inner: Sandbox, failed_call_cost: float = 0.1):
-        from backend.model import SMOLLM2, register_tokenizers
-        from renderers_ext import load_renderer
-
+    def __init__(self, inner: Sandbox, renderer: Renderer, failed_call_cost: float = 0.1):
         super().__init__(inner.config)
         self.inner = inner
         self.cost = failed_call_cost
         self.scores: list[tuple[RunResult, float, float]] = []
         """(the run, the step's reward, its ``code/failed_calls`` metric) per program."""
-        register_tokenizers()
-        self.renderer = load_renderer(None, SMOLLM2)
+        self.renderer = renderer
 
     async def isolation(self) -> Isolation:
         return await self.inner.isolation()
 
     async def run(self, code: str) -> RunResult:
-        from tinker_cookbook.renderers import ToolCall
-
-        from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
-        from envs.math import MathProblem
-        from renderers_ext import render_action
-
         config = CodeEnvConfig(failed_call_cost=self.cost, tool_format=ToolFormat.TOOL, fewshot=False)
         env = CodeEnv(self.renderer, MathProblem("1 + 1?", "2"), config, sandbox=self.inner)
         await env.initial_observation()
@@ -143,15 +170,17 @@ async def strong_modes() -> list[Isolation]:
     return modes
 
 
-async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, float]:
+async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSampler | None]:
     """Run the escape attempts for every strong mode x audit hook on/off; print one line per
-    configuration and one per attempt that did not hold. Returns (escapes, lag p99 in ms)."""
+    configuration and one per attempt that did not hold. Returns (escapes, the loop's sampler)."""
     sampler = LagSampler()
     escapes = 0
     modes = await strong_modes()
     if not modes:
         print("escapes: no strong isolation works here (see envs.code.sandbox); nothing to attack")
-        return 0, float("nan")
+        return 0, None
+    register_tokenizers()
+    renderer = load_renderer(None, SMOLLM2)  # loaded before the sampling: set-up, not the env's steps
 
     async def attack() -> int:
         total = 0
@@ -164,7 +193,7 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, float
                     concurrency=concurrency,
                 )
                 t0 = time.perf_counter()
-                scored = EnvScoredSandbox(Sandbox(config))
+                scored = EnvScoredSandbox(Sandbox(config), renderer)
                 outcomes = await run_escape_attempts(scored, concurrency=concurrency)
                 failed = [o for o in outcomes if not o.held]
                 misscored = scored.misscored(outcomes)
@@ -184,7 +213,7 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, float
         return total
 
     escapes = int(await while_sampling(sampler, attack))  # type: ignore[call-overload]
-    return escapes, sampler.p99()
+    return escapes, sampler
 
 
 async def burst(
@@ -211,8 +240,10 @@ async def burst(
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    idle = await idle_lag()
     print(
-        f"baseline_lag_p99_ms={await idle_lag_p99():.2f} (idle loop: this machine's scheduling noise)",
+        f"baseline_lag_p99_ms={idle.p99():.2f} blocked={idle.blocked_p99():.2f} "
+        "(idle loop: this machine's scheduling noise)",
         flush=True,
     )
 
@@ -229,7 +260,8 @@ async def main_async(args: argparse.Namespace) -> None:
         done = await anyio.run_process([python, "-I", "-S", "-c", WORK], check=False)
         return done.stdout.decode()
 
-    await sandboxed(), await bare()  # warm both (page cache, probe)
+    await sandboxed()  # warm both (page cache, probe)
+    await bare()
     burst_lag = LagSampler()
     sb_wall, sb_lat, sb_wrong = await while_sampling(  # type: ignore[misc]
         burst_lag, lambda: burst(args.runs, args.concurrency, sandboxed)
@@ -246,12 +278,14 @@ async def main_async(args: argparse.Namespace) -> None:
         f"bare subprocess (peer, no isolation): {args.runs} runs in {peer_wall:.2f}s, median latency "
         f"{statistics.median(peer_lat) * 1000:.0f} ms, wrong={peer_wrong}"
     )
-    worst = max(x for x in (escape_lag, burst_lag.p99()) if x == x)  # nan: no escape section ran
+    ours = [s for s in (escape_lag, burst_lag) if s is not None]
     print(
-        f"event_loop_lag_p99_ms_during_escapes={escape_lag:.2f} during_burst={burst_lag.p99():.2f} "
-        f"(peer's burst, anyio.run_process: {peer_lag.p99():.2f})"
+        f"event_loop_p99_ms during escapes: {escape_lag.line() if escape_lag else 'not run'}; "
+        f"during the burst: {burst_lag.line()}; peer's burst (anyio.run_process): {peer_lag.line()}; "
+        f"idle: {idle.line()} (blocked = lateness minus the loop thread's run-queue wait)"
     )
-    print(f"event_loop_lag_p99_ms={worst:.2f}")
+    print(f"event_loop_lag_p99_ms={max(s.p99() for s in ours):.2f}")
+    print(f"event_loop_blocked_p99_ms={max(s.blocked_p99() for s in ours):.2f}")
     print(f"escapes={escapes}")
     print(
         f"sandbox_vs_bare_subprocess_latency_ratio={statistics.median(sb_lat) / statistics.median(peer_lat):.2f}"
