@@ -556,7 +556,7 @@ def test_task_errors(tmp_path) -> None:
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"prompt": "ok"}\n{oops\n')
     builder = JudgeDatasetBuilder(env=JudgeEnvConfig(tasks_path=str(bad)), judge=fast("scripted:score:1"))
-    with pytest.raises(ValueError, match=r"tasks\.jsonl:2: not valid JSON"):
+    with pytest.raises(ValueError, match=r"tasks\.jsonl:2: invalid JSON"):
         anyio.run(builder)
 
 

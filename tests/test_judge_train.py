@@ -116,5 +116,5 @@ def test_bad_task_file_is_one_line_before_the_model(tmp_path, capsys) -> None:
     tasks.write_text('{"prompt": "Hi"}\n{"prompt": "Hello"\n')
     assert main([f"env.tasks_path={tasks}", f"log_path={tmp_path / 'run'}"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("envs.judge.train: error: ") and "tasks.jsonl:2: not valid JSON" in line
+    assert line.startswith("envs.judge.train: error: ") and "tasks.jsonl:2: invalid JSON" in line
     assert not (tmp_path / "run").exists()

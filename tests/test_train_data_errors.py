@@ -69,11 +69,11 @@ def _cases(tmp: Path) -> dict[str, tuple[str, list[str], str]]:
             "gsm8k_no_final.jsonl:1: no '#### <answer>' line",
         ),
         "hub_source_offline": (math, ["source=math"], "the Hugging Face hub, which is offline"),
-        "judge_missing_task_file": (judge, ["env.tasks_path=/nonexistent.jsonl"], "task file not found: /nonexistent.jsonl"),
+        "judge_missing_task_file": (judge, ["env.tasks_path=/nonexistent.jsonl"], "/nonexistent.jsonl: no such file"),
         "judge_malformed_task_line": (
             judge,
             [f"env.tasks_path={tmp / 'tasks_malformed.jsonl'}"],
-            "tasks_malformed.jsonl:2: not valid JSON",
+            "tasks_malformed.jsonl:2: invalid JSON",
         ),
         "judge_task_names_unknown_rubric": (
             judge,

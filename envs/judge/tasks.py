@@ -7,12 +7,12 @@ the model) is imported or anything is written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envs.data_files import read_records
 from envs.judge.rubric import load_rubrics
 
 if TYPE_CHECKING:
@@ -78,27 +78,23 @@ class JudgeTask:
 
 
 def load_tasks(path: str | Path) -> list[JudgeTask]:
-    """Tasks from a JSONL file (one :meth:`JudgeTask.from_dict` object per line; blank lines skipped)."""
+    """Tasks from a JSONL file (one :meth:`JudgeTask.from_dict` object per line; blank lines skipped).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a malformed line (:class:`~envs.data_files.DatasetFormatError`, naming the file
+            and line), a malformed task, or no task at all.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"task file not found: {path}")
-    tasks = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from None
-        tasks.append(JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}"))
+    tasks = [JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}") for number, data in read_records(path)]
     if not tasks:
         raise ValueError(f"task file {path} holds no tasks")
     return tasks
 
 
 def check_files(tasks_path: str | Path, rubrics_path: str | Path) -> None:
-    """Load the task and rubric files and check every task's rubric exists: a ``ValueError``
-    naming the file and line, or the task, on the first problem."""
+    """Load the task and rubric files and check every task's rubric exists: a ``ValueError`` (or
+    ``FileNotFoundError``) naming the file and line, or the task, on the first problem."""
     rubrics = load_rubrics(rubrics_path)
     for task in load_tasks(tasks_path):
         if task.rubric not in rubrics:

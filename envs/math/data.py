@@ -9,16 +9,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from envs.data_files import DatasetFormatError, read_records
 from envs.math._grading_core import last_boxed
 from envs.math._keys import SOURCES
 
@@ -60,10 +60,6 @@ class MathProblem:
     """Difficulty level (generator and MATH: 1-5; 0: unknown)."""
     uid: str = ""
     """A stable identifier."""
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file is malformed; the message names the file and line."""
 
 
 # --- procedural generator --------------------------------------------------------------------
@@ -247,33 +243,6 @@ def gsm8k_reference_answer(solution: str) -> str:
     return found[-1].replace(",", "").strip()
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) of a ``.jsonl`` or ``.parquet`` file."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(path)
-        except Exception as e:
-            raise DatasetFormatError(f"{path}: not a readable parquet file ({e})") from None
-        for i, row in enumerate(table.to_pylist(), start=1):
-            yield i, row
-        return
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetFormatError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            yield lineno, row
-
-
 def load_jsonl(
     path: str | os.PathLike[str],
     *,
@@ -295,7 +264,7 @@ def load_jsonl(
     p = Path(path)
     src = source or p.stem
     out: list[MathProblem] = []
-    for lineno, row in _rows(p):
+    for lineno, row in read_records(p):
         if limit is not None and len(out) >= limit:
             break
         fields = []
@@ -386,7 +355,7 @@ def load_math(
     (all subjects, train and test parts, minus MATH-500) for train."""
     if path is not None:
         p = Path(path)
-        first = next(iter(_rows(p)), (0, {}))[1]
+        first = next(iter(read_records(p)), (0, {}))[1]
         if "answer" in first:
             return load_jsonl(p, question_key="problem", answer_key="answer", source="math", limit=limit)
         return load_jsonl(
