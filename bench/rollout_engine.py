@@ -55,7 +55,7 @@ from tinker_cookbook.rl.types import Action, ActionExtra, Env, StepResult
 from tinker_cookbook.utils import logtree, trace
 
 from rollout import EngineConfig, ExtensionCheck, RolloutEngine
-from rollout.testing import ScriptedCompleter, SyntheticGroup, cpu_work
+from rollout.testing import SyntheticGroup, cpu_work
 
 ACTION = [7, 8, 2]
 FEEDBACK = [9, 10]
@@ -299,7 +299,7 @@ async def _lag(n_groups: int, size: int) -> tuple[list[float], float]:
         SyntheticGroup(lambda _i: CpuRewardEnv(), size=size) for _ in range(n_groups)
     ]
     engine = RolloutEngine(
-        ScriptedCompleter(script=[ACTION], delay_s=0.020), EngineConfig(max_concurrent_samples=64)
+        SleepingCompleter(0.020), EngineConfig(max_concurrent_samples=64)
     )
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:

@@ -1,8 +1,10 @@
 """Scripted completers for tests and scripted policies: replay fixed replies with no model.
 
-- :class:`ScriptedTokenCompleter`: one script of replies, handed out in call order.
-- :class:`ScriptedGroupCompleter`: one script per env of a group (each call is routed to the
-  conversation it continues), so a group of envs plays in parallel, each its own script.
+- :class:`ScriptedTokenCompleter`: one script of replies, handed out in call order (with optional
+  delay, hangs and raised exceptions; it counts calls in flight).
+- :class:`ScriptedGroupCompleter`: one :class:`ScriptedTokenCompleter` per env of a group (each
+  call is routed to the conversation it continues), so a group of envs plays in parallel, each its
+  own script.
 - :class:`ScriptedMessageCompleter`: scripted assistant messages for message-level callers.
 
 A token-level reply is a token list, a string (encoded, then the stop token), an assistant
@@ -14,9 +16,10 @@ message (text, thinking, ``tool_calls``; rendered by ``render``, e.g.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeAlias
 
+import anyio
 import tinker
 from tinker_cookbook import renderers
 from tinker_cookbook.completers import MessageCompleter, StopCondition, TokenCompleter, TokensWithLogprobs
@@ -40,12 +43,14 @@ class ScriptedTokenCompleter(TokenCompleter):
         stop_token: appended to string replies (reported ``stop_reason="stop"``).
         render: turns a message reply into its action tokens (needed when replies are messages).
         logprob: logprob reported for every token.
-        delay: seconds to ``await asyncio.sleep`` before answering.
+        delay: seconds to ``await anyio.sleep`` before answering (0: it never yields).
         cycle: start over after the last reply instead of raising :class:`ScriptExhaustedError`.
+        hang_calls: call numbers (0-based, over the completer's life) that never answer.
 
     Replies report ``stop_reason="stop"``; ``max_tokens`` (per call) truncates a longer reply and
     reports ``"length"``.
-    ``calls`` records ``(prompt tokens, stop)`` of every call.
+    ``calls`` records ``(prompt tokens, stop)`` of every call; ``in_flight`` counts the calls
+    running now and ``max_in_flight`` the most seen at once.
     """
 
     def __init__(
@@ -58,12 +63,16 @@ class ScriptedTokenCompleter(TokenCompleter):
         delay: float = 0.0,
         cycle: bool = False,
         render: Callable[[renderers.Message], Sequence[int]] | None = None,
+        hang_calls: Collection[int] = (),
     ) -> None:
         self._replies = _script(replies, tokenizer, stop_token, render)
         self.logprob = logprob
         self.delay = delay
         self.cycle = cycle
+        self.hang_calls = frozenset(hang_calls)
         self.calls: list[tuple[list[int], StopCondition]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     async def __call__(
         self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
@@ -71,8 +80,15 @@ class ScriptedTokenCompleter(TokenCompleter):
         """The next scripted reply."""
         i = len(self.calls)
         self.calls.append((model_input.to_ints(), stop))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if i in self.hang_calls:
+                await anyio.sleep_forever()
+            if self.delay:
+                await anyio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
         if i >= len(self._replies):
             if not self.cycle or not self._replies:
                 raise ScriptExhaustedError(
@@ -145,33 +161,13 @@ class ScriptedGroupCompleter(TokenCompleter):
     interchangeable, so scripts are given out in order of first calls.
 
     Args:
-        scripts: one list of replies per env (see :class:`ScriptedTokenCompleter`).
-        tokenizer, stop_token, render, logprob, delay, cycle: as for
-            :class:`ScriptedTokenCompleter`, for every script.
+        scripts: one :class:`ScriptedTokenCompleter` per env.
 
     ``calls`` records ``(script index, prompt tokens)`` of every call.
     """
 
-    def __init__(
-        self,
-        scripts: Sequence[Sequence[ScriptedReply]],
-        tokenizer: Any = None,
-        *,
-        stop_token: int | None = None,
-        logprob: float = -1.0,
-        delay: float = 0.0,
-        cycle: bool = False,
-        render: Callable[[renderers.Message], Sequence[int]] | None = None,
-    ) -> None:
-        self._scripts = [
-            ScriptedTokenCompleter(
-                list(_script(script, tokenizer, stop_token, render)),
-                logprob=logprob,
-                delay=delay,
-                cycle=cycle,
-            )
-            for script in scripts
-        ]
+    def __init__(self, scripts: Sequence[ScriptedTokenCompleter]) -> None:
+        self._scripts = list(scripts)
         self._conversations: list[_Conversation] = []
         self.calls: list[tuple[int, list[int]]] = []
 
@@ -224,7 +220,7 @@ class ScriptedMessageCompleter(MessageCompleter):
     Args:
         replies: a list of reply strings / messages / exceptions (one per call), or a callable
             ``messages -> str | Message`` (sync or async).
-        delay: seconds to ``await asyncio.sleep`` before answering.
+        delay: seconds to ``await anyio.sleep`` before answering.
         hang: never answer (sleeps forever; for timeout tests).
         cycle: start over after the last reply instead of raising :class:`ScriptExhaustedError`.
 
@@ -250,9 +246,9 @@ class ScriptedMessageCompleter(MessageCompleter):
         i = len(self.calls)
         self.calls.append([dict(m) for m in messages])  # type: ignore[misc]
         if self.hang:
-            await asyncio.Event().wait()
+            await anyio.sleep_forever()
         if self.delay:
-            await asyncio.sleep(self.delay)
+            await anyio.sleep(self.delay)
         if callable(self._replies):
             reply = self._replies(messages)
             if asyncio.iscoroutine(reply):

@@ -1,7 +1,7 @@
 """Synthetic envs, builders and completers for tests and benchmarks of the rollout engine.
 
-- :class:`ScriptedCompleter`: a ``TokenCompleter`` that replays token scripts, with optional
-  delay, failures and hangs (zero-latency when ``delay_s == 0``: it never yields).
+- :data:`ACTION`: a token action to script the policy with (the scripted policy itself is
+  ``completers.ScriptedTokenCompleter``: delay, hangs, raised errors, calls in flight).
 - :class:`SyntheticEnv`: an N-turn env whose observation is previous observation + action +
   ``feedback`` tokens (the extension property holds unless ``break_at`` says otherwise), with
   optional failure / hang / delay at given turns and optional CPU work offloaded to a thread.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.to_thread
 import tinker
-from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+from tinker_cookbook.completers import StopCondition
 from tinker_cookbook.rl.types import (
     Action,
     ActionExtra,
@@ -30,49 +30,12 @@ from tinker_cookbook.rl.types import (
 
 
 class ScriptedFailure(RuntimeError):
-    """Raised by the scripted completer / env where the script says so."""
+    """Raised by a scripted env or builder where the script says so."""
 
 
-@dataclass
-class ScriptedCompleter(TokenCompleter):
-    """Replays ``script`` (one token list per call, cycling) with logprob ``-0.5`` per token."""
-
-    script: Sequence[Sequence[int]] = ((7, 8, 2),)
-    """Token lists returned in turn."""
-    delay_s: float = 0.0
-    """``anyio.sleep`` per call (0: no await at all)."""
-    fail_calls: frozenset[int] = frozenset()
-    """Call numbers (0-based, over the completer's life) that raise :class:`ScriptedFailure`."""
-    hang_calls: frozenset[int] = frozenset()
-    """Call numbers that sleep forever."""
-    calls: int = 0
-    """Calls so far."""
-    in_flight: int = 0
-    """Calls currently running."""
-    max_in_flight: int = 0
-    """Highest ``in_flight`` seen."""
-
-    async def __call__(
-        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs:
-        n = self.calls
-        self.calls += 1
-        tokens = list(self.script[n % len(self.script)])
-        stop_reason: tinker.StopReason = "stop"
-        if max_tokens is not None and len(tokens) > max_tokens:
-            tokens, stop_reason = tokens[:max_tokens], "length"
-        if n in self.fail_calls:
-            raise ScriptedFailure(f"scripted completer failure on call {n}")
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if n in self.hang_calls:
-                await anyio.sleep_forever()
-            if self.delay_s:
-                await anyio.sleep(self.delay_s)
-        finally:
-            self.in_flight -= 1
-        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[-0.5] * len(tokens), stop_reason=stop_reason)
+ACTION: tuple[int, ...] = (7, 8, 2)
+"""A scripted action for :class:`SyntheticEnv` episodes, e.g.
+``completers.ScriptedTokenCompleter([ACTION], cycle=True)`` as the policy."""
 
 
 def cpu_work(n: int) -> int:

@@ -18,6 +18,7 @@ from tinker_cookbook.renderers import Message, Renderer
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder
 
 from backend.model import SMOLLM2
+from completers import ScriptedTokenCompleter
 from envs.core import ChatEnv, EnvLimits, Reply
 from renderers_ext import CompactingRenderer, load_renderer
 from renderers_ext.testing import (
@@ -31,7 +32,6 @@ from renderers_ext.testing import (
     visible_thinking,
 )
 from rollout import AdvantageConfig, EngineConfig, RolloutEngine, assemble
-from rollout.testing import ScriptedCompleter
 
 QWEN3 = load_renderer("qwen3", SMOLLM2)  # strips history thinking every turn on its own
 TOK = QWEN3.tokenizer
@@ -95,7 +95,7 @@ def test_engine_datums_hold_every_sampled_token_once_and_break_only_at_window_st
     initial, replies, idxs = split(conversation)
     actions = [sampled_action(CompactingRenderer(QWEN3, period), conversation, i) for i in idxs]
     env = ReplayEnv(QWEN3, initial, replies)
-    engine = RolloutEngine(ScriptedCompleter(script=actions), EngineConfig(compaction_period=period))
+    engine = RolloutEngine(ScriptedTokenCompleter(actions, cycle=True), EngineConfig(compaction_period=period))
     result = anyio.run(engine.run_batch, [OneEnv(env)])
     (outcome,) = result.outcomes
     assert outcome.ok and outcome.group is not None, outcome.failure

@@ -15,7 +15,6 @@ from tinker_cookbook.rl.types import EnvGroupBuilder
 from backend import SMOLLM2, load_tokenizer
 from completers import (
     MessageCompleter,
-    ScriptedGroupCompleter,
     ScriptedMessageCompleter,
     ScriptedTokenCompleter,
     ScriptExhaustedError,
@@ -94,7 +93,7 @@ def test_scripted_group_completer_gives_each_env_its_own_script() -> None:
     with pytest.raises(ScriptExhaustedError, match="3 scripts"):
         asyncio.run(do_group_rollout(_LookupGroup(size=4), scripted_policy(renderer, scripts)))
     with pytest.raises(ValueError, match="message replies need render="):
-        ScriptedGroupCompleter(scripts, renderer.tokenizer)
+        ScriptedTokenCompleter(scripts[0], renderer.tokenizer)
 
 
 def test_scripted_message_completer_list_callable_delay_hang() -> None:

@@ -14,6 +14,7 @@ from tinker_cookbook.completers import TokensWithLogprobs
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages, trajectory_to_data
 from tinker_cookbook.rl.types import PARSE_ERROR_MASKED_METRIC_KEY, TrajectoryGroup
 
+from completers import ScriptedTokenCompleter
 from rollout import (
     AdvantageConfig,
     EngineConfig,
@@ -27,7 +28,7 @@ from rollout import (
     write_html,
     write_jsonl,
 )
-from rollout.testing import ScriptedCompleter, SyntheticEnv, SyntheticGroup
+from rollout.testing import SyntheticEnv, SyntheticGroup
 
 
 def key(d):
@@ -44,7 +45,7 @@ def make_batch(env_specs, config=None, scripts=((7, 8, 2), (11, 2), (5, 6, 7, 2)
         SyntheticGroup(lambda i, specs=specs: SyntheticEnv(**specs[i]), size=len(specs))
         for specs in env_specs
     ]
-    engine = RolloutEngine(ScriptedCompleter(script=scripts), config)
+    engine = RolloutEngine(ScriptedTokenCompleter(scripts, cycle=True, logprob=-0.5), config)
     return anyio.run(engine.run_batch, builders)
 
 

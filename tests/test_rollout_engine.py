@@ -8,6 +8,7 @@ import anyio
 import pytest
 from tinker_cookbook.rl.types import StopReason
 
+from completers import ScriptedTokenCompleter
 from rollout import (
     BatchAborted,
     EngineConfig,
@@ -18,7 +19,7 @@ from rollout import (
     StrategyKind,
     run_episode,
 )
-from rollout.testing import ScriptedCompleter, SyntheticEnv, SyntheticGroup
+from rollout.testing import ACTION, SyntheticEnv, SyntheticGroup
 
 
 def run(coro_fn, *args):
@@ -40,7 +41,7 @@ def assert_accounting(outcomes: tuple[GroupOutcome, ...] | list[GroupOutcome]) -
 def test_env_completion_sets_completed_and_records_every_turn():
     async def main():
         env = SyntheticEnv(turns=5, reward=lambda t: float(t))
-        traj, stats = await run_episode(ScriptedCompleter(), env)
+        traj, stats = await run_episode(ScriptedTokenCompleter([ACTION], cycle=True), env)
         assert traj.stop_reason == StopReason.COMPLETED
         assert [t.reward for t in traj.transitions] == [1.0, 2.0, 3.0, 4.0, 5.0]
         assert traj.transitions[-1].episode_done and not any(t.episode_done for t in traj.transitions[:-1])
@@ -62,7 +63,7 @@ def test_env_completion_sets_completed_and_records_every_turn():
 def test_budgets_stop_with_their_reason(limits, reason, turns):
     async def main():
         traj, stats = await run_episode(
-            ScriptedCompleter(), SyntheticEnv(turns=50), EngineConfig(limits=limits)
+            ScriptedTokenCompleter([ACTION], cycle=True), SyntheticEnv(turns=50), EngineConfig(limits=limits)
         )
         assert traj.stop_reason == reason
         assert stats.turns == turns == len(traj.transitions)
@@ -76,14 +77,14 @@ def test_budgets_stop_with_their_reason(limits, reason, turns):
 def test_per_turn_max_tokens_is_passed_to_the_completer():
     seen: list[int | None] = []
 
-    class Recording(ScriptedCompleter):
+    class Recording(ScriptedTokenCompleter):
         async def __call__(self, model_input, stop, *, max_tokens=None):
             seen.append(max_tokens)
             return await super().__call__(model_input, stop, max_tokens=max_tokens)
 
     async def main():
         limits = RolloutLimits(max_turn_tokens=2, max_sampled_tokens=5)
-        traj, _ = await run_episode(Recording(), SyntheticEnv(turns=10), EngineConfig(limits=limits))
+        traj, _ = await run_episode(Recording([ACTION], cycle=True), SyntheticEnv(turns=10), EngineConfig(limits=limits))
         # sampled: 2, 4 -> remaining 1 -> MAX_SAMPLED_TOKENS; the cap is min(turn, remaining)
         assert seen == [2, 2]
         assert all(t.ac.stop_reason == "length" for t in traj.transitions)
@@ -96,7 +97,7 @@ def test_rollout_deadline_keeps_the_prefix():
     async def main():
         env = SyntheticEnv(turns=10, hang_at=4)
         traj, stats = await run_episode(
-            ScriptedCompleter(), env, EngineConfig(limits=RolloutLimits(rollout_timeout_seconds=0.2))
+            ScriptedTokenCompleter([ACTION], cycle=True), env, EngineConfig(limits=RolloutLimits(rollout_timeout_seconds=0.2))
         )
         assert traj.stop_reason == StopReason.ROLLOUT_TIMEOUT
         assert stats.turns == 3 and len(traj.transitions) == 3  # the hanging 4th turn is dropped
@@ -113,13 +114,13 @@ def test_sample_and_step_deadlines_raise_typed_failures():
     async def main():
         with pytest.raises(SamplingTurnTimeoutError):  # the cookbook's own error
             await run_episode(
-                ScriptedCompleter(hang_calls=frozenset({2})),
+                ScriptedTokenCompleter([ACTION], cycle=True, hang_calls={2}),
                 SyntheticEnv(turns=5),
                 EngineConfig(limits=RolloutLimits(sampling_turn_timeout_seconds=0.05)),
             )
         with pytest.raises(StepTimeout):
             await run_episode(
-                ScriptedCompleter(),
+                ScriptedTokenCompleter([ACTION], cycle=True),
                 SyntheticEnv(turns=5, hang_at=2),
                 EngineConfig(step_timeout_s=0.05),
             )
@@ -131,12 +132,12 @@ def test_cookbook_rollout_limits_on_the_env_are_honoured():
     async def main():
         env = SyntheticEnv(turns=10)
         env.rollout_limits = RolloutLimits(max_turns=2)  # type: ignore[attr-defined]
-        traj, _ = await run_episode(ScriptedCompleter(), env)
+        traj, _ = await run_episode(ScriptedTokenCompleter([ACTION], cycle=True), env)
         assert traj.stop_reason == StopReason.MAX_TURNS and len(traj.transitions) == 2
         # an explicit budget wins over the env's
         env = SyntheticEnv(turns=10)
         env.rollout_limits = RolloutLimits(max_turns=2)  # type: ignore[attr-defined]
-        traj, _ = await run_episode(ScriptedCompleter(), env, EngineConfig(limits=RolloutLimits(max_turns=4)))
+        traj, _ = await run_episode(ScriptedTokenCompleter([ACTION], cycle=True), env, EngineConfig(limits=RolloutLimits(max_turns=4)))
         assert len(traj.transitions) == 4
 
     run(main)
@@ -174,7 +175,7 @@ def _group(size=4, fail_slots=(), fail_times=1, **kw) -> SyntheticGroup:
 
 def test_fail_fast_drops_the_group_and_counts_everything():
     async def main():
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(strategy=Strategy.fail_fast()))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.fail_fast()))
         result = await engine.run_batch([_group(fail_slots=(1,)), _group()])
         bad, good = result.outcomes
         assert bad.group is None and bad.failure is not None
@@ -191,7 +192,7 @@ def test_fail_fast_drops_the_group_and_counts_everything():
 def test_retry_recovers_on_a_fresh_env_of_the_same_slot():
     async def main():
         builder = _group(fail_slots=(2,), fail_times=1)
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(strategy=Strategy.retry(2)))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.retry(2)))
         (o,) = (await engine.run_batch([builder])).outcomes
         assert o.ok and o.completed == 4 and o.retries == 1
         assert [e.error_type for e in o.errors] == ["ScriptedFailure"]
@@ -203,7 +204,7 @@ def test_retry_recovers_on_a_fresh_env_of_the_same_slot():
 def test_retry_budget_exhausted_fails_the_group():
     async def main():
         builder = _group(fail_slots=(0, 1, 2), fail_times=9)
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(strategy=Strategy.retry(2)))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.retry(2)))
         (o,) = (await engine.run_batch([builder])).outcomes
         assert not o.ok and o.retries == 2 and len(o.errors) >= 3  # concurrent slots may fail too
         assert_accounting([o])
@@ -213,7 +214,7 @@ def test_retry_budget_exhausted_fails_the_group():
 
 def test_min_viable_keeps_survivors_above_the_floor_only():
     async def main():
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(strategy=Strategy.min_viable(3)))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.min_viable(3)))
         result = await engine.run_batch([_group(fail_slots=(0,)), _group(fail_slots=(0, 1))])
         kept, dropped = result.outcomes
         assert kept.ok and kept.completed == 3 and kept.failed == 1
@@ -239,7 +240,7 @@ def test_group_level_errors_are_recorded_not_raised():
                 return [(0.0, {}) for _ in trajectory_group]
 
         slow = SlowReward(lambda i: SyntheticEnv(2), size=2)
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(reward_timeout_s=0.05))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(reward_timeout_s=0.05))
         result = await engine.run_batch([broken_make, bad_rewards, slow])
         kinds = [o.failure.error_type for o in result.outcomes]  # type: ignore[union-attr]
         assert kinds == ["ScriptedFailure", "InvalidGroup", "RewardTimeout"]
@@ -255,7 +256,7 @@ def test_abort_batch_cancels_the_rest_and_reports_partial_results():
         hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=2), size=2)
         bad = _group(fail_slots=(0,))
         engine = RolloutEngine(
-            ScriptedCompleter(), EngineConfig(strategy=Strategy.fail_fast(abort_batch=True))
+            ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.fail_fast(abort_batch=True))
         )
         with pytest.raises(BatchAborted) as info:
             await engine.run_batch([hang, bad])
@@ -272,7 +273,7 @@ def test_abort_batch_cancels_the_rest_and_reports_partial_results():
 
 def test_sampling_gate_bounds_in_flight_calls():
     async def main():
-        policy = ScriptedCompleter(delay_s=0.002)
+        policy = ScriptedTokenCompleter([ACTION], cycle=True, delay=0.002)
         engine = RolloutEngine(policy, EngineConfig(max_concurrent_samples=5))
         result = await engine.run_batch([_group(size=4) for _ in range(6)])
         assert policy.max_in_flight == 5  # reached, never exceeded
@@ -297,7 +298,7 @@ def test_env_step_gate_bounds_in_flight_steps():
                 in_flight -= 1
 
     async def main():
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(max_concurrent_env_steps=3))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(max_concurrent_env_steps=3))
         await engine.run_batch([SyntheticGroup(lambda i: Counting(3), size=4) for _ in range(3)])
         assert peak == 3
 
@@ -336,7 +337,7 @@ def test_stream_yields_groups_as_they_finish():
     async def main():
         slow = SyntheticGroup(lambda i: SyntheticEnv(3, delay_s=0.05), size=2)
         fast = SyntheticGroup(lambda i: SyntheticEnv(3), size=2)
-        engine = RolloutEngine(ScriptedCompleter())
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True))
         async with engine.stream([slow, fast]) as outcomes:
             order = [o.index async for o in outcomes]
         assert order == [1, 0]
@@ -348,7 +349,7 @@ def test_leaving_a_stream_early_cancels_the_rest_and_cleans_up():
     async def main():
         hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=1), size=3)
         fast = SyntheticGroup(lambda i: SyntheticEnv(3), size=2)
-        engine = RolloutEngine(ScriptedCompleter())
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True))
         async with engine.stream([hang, fast]) as outcomes:
             async for o in outcomes:
                 assert o.index == 1
@@ -365,7 +366,7 @@ def test_cancelling_a_batch_midway_leaves_no_tasks_and_cleans_every_group_once()
             for _ in range(5)
         ]
         builders.append(SyntheticGroup(lambda i: SyntheticEnv(5, hang_at=2), size=3))
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(max_concurrent_samples=4))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(max_concurrent_samples=4))
         before = len(asyncio.all_tasks())
         with anyio.move_on_after(0.1) as scope:
             await engine.run_batch(builders)
@@ -402,7 +403,7 @@ def test_cleanup_failures_and_hangs_are_recorded_without_losing_the_group():
     async def main():
         bad = BadCleanup(lambda i: SyntheticEnv(2), size=2)
         hang = HangingCleanup(lambda i: SyntheticEnv(2), size=2)
-        engine = RolloutEngine(ScriptedCompleter(), EngineConfig(cleanup_timeout_s=0.05))
+        engine = RolloutEngine(ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(cleanup_timeout_s=0.05))
         result = await engine.run_batch([bad, hang])
         assert [o.ok for o in result.outcomes] == [True, True]
         assert [[e.error_type for e in o.errors] for o in result.outcomes] == [
@@ -419,7 +420,7 @@ def test_stream_raises_batch_aborted_on_exit():
     async def main():
         hang = SyntheticGroup(lambda i: SyntheticEnv(3, hang_at=2), size=2)
         engine = RolloutEngine(
-            ScriptedCompleter(), EngineConfig(strategy=Strategy.retry(0, abort_batch=True))
+            ScriptedTokenCompleter([ACTION], cycle=True), EngineConfig(strategy=Strategy.retry(0, abort_batch=True))
         )
         received = []
         with pytest.raises(BatchAborted) as info:
@@ -497,10 +498,10 @@ def test_max_tool_calls_is_pushed_through_the_cookbook_seam(caplog):
 
     async def main():
         config = EngineConfig(limits=RolloutLimits(max_tool_calls=3))
-        await run_episode(ScriptedCompleter(), ToolEnv(turns=2), config)
+        await run_episode(ScriptedTokenCompleter([ACTION], cycle=True), ToolEnv(turns=2), config)
         assert pushed == [3]
         with caplog.at_level("WARNING"):
-            await run_episode(ScriptedCompleter(), SyntheticEnv(turns=2), config)
+            await run_episode(ScriptedTokenCompleter([ACTION], cycle=True), SyntheticEnv(turns=2), config)
         assert "max_tool_calls=3" in caplog.text and "not be enforced" in caplog.text
 
     run(main)

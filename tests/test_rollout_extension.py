@@ -15,6 +15,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import StopReason
 
 from backend.model import SMOLLM2
+from completers import ScriptedTokenCompleter
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, load_renderer
 from rollout import (
@@ -28,7 +29,6 @@ from rollout import (
     SupportsCompaction,
     run_episode,
 )
-from rollout.testing import ScriptedCompleter
 
 THINK = "<think>\nhmm\n</think>\n\n"
 
@@ -62,7 +62,7 @@ def twenty_questions_batch(
     builder = TwentyQuestionsEnvGroupBuilder(
         answerer=answerer, answer="apple", renderer=renderer, num_envs=num_envs
     )
-    engine = RolloutEngine(ScriptedCompleter(script=actions(renderer, texts)), config)
+    engine = RolloutEngine(ScriptedTokenCompleter(actions(renderer, texts), cycle=True), config)
     return anyio.run(engine.run_batch, [builder]), answerer
 
 
@@ -168,7 +168,7 @@ class Guess(ChatEnv):
 
 def test_compaction_is_applied_to_chat_envs_and_breaks_are_expected():
     renderer = load_renderer("qwen3", SMOLLM2)
-    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+    policy = ScriptedTokenCompleter(actions(renderer, [THINK + f"move {i}" for i in range(4)]), cycle=True)
 
     async def main():
         env = Guess(renderer)
@@ -206,7 +206,7 @@ def test_a_cookbook_env_that_opts_in_compacts():
 
     async def main(config: EngineConfig, env_type: type[TwentyQuestionsEnv]):
         env = env_type(ScriptedAnswerer("apple"), "apple", renderer)
-        traj, stats = await run_episode(ScriptedCompleter(script=actions(renderer, texts)), env, config)
+        traj, stats = await run_episode(ScriptedTokenCompleter(actions(renderer, texts), cycle=True), env, config)
         return env, traj, stats
 
     env, traj, stats = anyio.run(main, EngineConfig(compaction_period=2), CompactingTwentyQuestions)
@@ -227,13 +227,13 @@ def test_a_cookbook_env_that_opts_in_compacts():
 
 def test_an_env_that_cannot_compact_gets_a_clear_refusal():
     renderer = load_renderer("qwen3_instruct", SMOLLM2)
-    policy = ScriptedCompleter(script=actions(renderer, ["Guess: apple"]))
+    policy = ScriptedTokenCompleter(actions(renderer, ["Guess: apple"]), cycle=True)
 
     async def main():
         env = TwentyQuestionsEnv(ScriptedAnswerer("apple"), "apple", renderer)
         with pytest.raises(CompactionUnsupported, match="TwentyQuestionsEnv cannot compact"):
             await run_episode(policy, env, EngineConfig(compaction_period=2))
-        assert policy.calls == 0 and env.renderer is renderer  # refused before the first sample
+        assert policy.calls == [] and env.renderer is renderer  # refused before the first sample
 
     anyio.run(main)
 
@@ -292,7 +292,7 @@ class FewShotGuess(Guess):
 
 def test_compaction_windows_count_few_shot_assistant_messages_so_no_break_is_unexpected():
     renderer = load_renderer("qwen3", SMOLLM2)
-    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+    policy = ScriptedTokenCompleter(actions(renderer, [THINK + f"move {i}" for i in range(4)]), cycle=True)
 
     async def main():
         env = FewShotGuess(renderer)
@@ -309,7 +309,7 @@ def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
     from tinker_cookbook.recipes.multiplayer_rl.guess_number.env import GuessNumberEnvGroupBuilder
 
     renderer = load_renderer("qwen3_instruct", SMOLLM2)
-    policy = ScriptedCompleter(script=actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]))
+    policy = ScriptedTokenCompleter(actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]), cycle=True)
     builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=2)
     result = anyio.run(RolloutEngine(policy).run_batch, [builder])
     (o,) = result.outcomes
@@ -329,7 +329,8 @@ def test_transcripts_show_where_a_compaction_happened():
     from training._transcripts import episode_html
 
     renderer = load_renderer("qwen3", SMOLLM2)
-    policy = ScriptedCompleter(script=actions(renderer, [THINK + f"move {i}" for i in range(4)]))
+    script = actions(renderer, [THINK + f"move {i}" for i in range(4)])
+    policy = ScriptedTokenCompleter(script, cycle=True)
 
     async def main():
         return await run_episode(policy, Guess(renderer), EngineConfig(compaction_period=2))
@@ -343,7 +344,7 @@ def test_transcripts_show_where_a_compaction_happened():
     assert page.count("[compacted: earlier thinking stripped]") == 1
     assert "re-rendered: not an extension" not in page
     # the engine's HTML too (a group outcome around the trajectory)
-    engine = RolloutEngine(ScriptedCompleter(script=policy.script), EngineConfig(compaction_period=2))
+    engine = RolloutEngine(ScriptedTokenCompleter(script, cycle=True), EngineConfig(compaction_period=2))
 
     class OneGuess(EnvGroupBuilder):
         async def make_envs(self):

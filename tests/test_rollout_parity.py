@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
 from tinker_cookbook.rl.rollout_runner import run_rollout as cookbook_run_rollout
 
+from completers import ScriptedTokenCompleter
 from rollout import EngineConfig, ExtensionCheck, run_episode
-from rollout.testing import ScriptedCompleter, SyntheticEnv
+from rollout.testing import SyntheticEnv
 
 optional = st.none() | st.integers(1, 40)
 
@@ -49,9 +50,9 @@ def test_same_trajectories_as_the_cookbook_runner(
 
     async def main():
         theirs = await cookbook_run_rollout(
-            ScriptedCompleter(script=scripts), SyntheticEnv(turns), limits=limits
+            ScriptedTokenCompleter(scripts, cycle=True), SyntheticEnv(turns), limits=limits
         )
-        ours, stats = await run_episode(ScriptedCompleter(script=scripts), SyntheticEnv(turns), config)
+        ours, stats = await run_episode(ScriptedTokenCompleter(scripts, cycle=True), SyntheticEnv(turns), config)
         assert snapshot(ours) == snapshot(theirs)
         assert stats.turns == sum(1 for t in ours.transitions if t.ob.length)
 

@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tinker_cookbook.rl.types import StopReason
 
+from completers import ScriptedTokenCompleter
 from rollout import EngineConfig, RolloutEngine, RolloutLimits, Strategy, StrategyKind
-from rollout.testing import ScriptedCompleter, SyntheticEnv, SyntheticGroup
+from rollout.testing import ACTION, SyntheticEnv, SyntheticGroup
 
 TURNS = 3
 ROLLOUT_DEADLINE = 0.05
@@ -71,11 +72,11 @@ class ProbeEnv(SyntheticEnv):
         return await super().step(action, extra=extra)
 
 
-class ProbePolicy(ScriptedCompleter):
+class ProbePolicy(ScriptedTokenCompleter):
     """Fails / hangs on the k-th call of the env named by the observation's first token."""
 
     def __init__(self, probe: Probe):
-        super().__init__()
+        super().__init__([ACTION], cycle=True)
         self.probe = probe
         self.turns: dict[int, int] = {}
 

@@ -34,7 +34,7 @@ from typing import Any
 from hypothesis import strategies as st
 from tinker_cookbook.renderers import Message, Renderer, ToolSpec
 
-from completers import ScriptedGroupCompleter, ScriptedReply
+from completers import ScriptedGroupCompleter, ScriptedReply, ScriptedTokenCompleter
 from envs.checker import (
     WELL_FORMED_TEXTS,
     ActionKind,
@@ -130,15 +130,20 @@ def scripted_policy(
     """A scripted policy for a group of envs on ``renderer``: env ``k`` (in order of first turns)
     plays ``scripts[k]``, whose replies are text (end-of-turn appended), token lists, or
     assistant messages (text, thinking, ``tool_calls``; see :func:`tool_call`) rendered with
-    :func:`render_action`. ``options``: ``delay``, ``logprob``, ``cycle`` of
-    :class:`completers.ScriptedGroupCompleter`."""
+    :func:`render_action`. ``options`` (e.g. ``delay``, ``logprob``, ``cycle``) go to each
+    script's :class:`completers.ScriptedTokenCompleter`."""
     stop = renderer.get_stop_sequences()
     return ScriptedGroupCompleter(
-        scripts,
-        renderer.tokenizer,
-        stop_token=stop[0] if stop and isinstance(stop[0], int) else None,
-        render=functools.partial(render_action, renderer),
-        **options,
+        [
+            ScriptedTokenCompleter(
+                script,
+                renderer.tokenizer,
+                stop_token=stop[0] if stop and isinstance(stop[0], int) else None,
+                render=functools.partial(render_action, renderer),
+                **options,
+            )
+            for script in scripts
+        ]
     )
 
 
