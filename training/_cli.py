@@ -14,27 +14,9 @@ from typing import TypeVar
 
 import chz
 
-from training._config import Config, ConfigError
+from training._config import Config, ConfigError, check_data, one_line
 
 C = TypeVar("C")
-
-
-def _one_line(exc: BaseException) -> str:
-    """Condense a chz error (often several paragraphs) into one line."""
-    text = str(exc).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    head = lines[0].rstrip(".")
-    if head.startswith("Extraneous argument"):
-        # "Extraneous argument 'foo' to Blueprint for X (from command line)"
-        name = head.split("'")[1] if "'" in head else head
-        return f"unknown key {name!r} (run with --help to list the keys)"
-    cast = next((line for line in lines[1:] if line.startswith("Could not cast")), None)
-    if head.startswith("Could not interpret argument") and cast:
-        param = head.split("param ")[-1].strip("'.")
-        return f"bad value for {param}: {cast}"
-    return head
 
 
 def parse_config(config_cls: type[C], argv: Sequence[str]) -> C:
@@ -43,15 +25,7 @@ def parse_config(config_cls: type[C], argv: Sequence[str]) -> C:
     try:
         return chz.Blueprint(config_cls).make_from_argv(list(argv))
     except Exception as exc:  # chz raises several unrelated types; all mean "bad command line"
-        raise ConfigError(_one_line(exc)) from None
-
-
-def check_data(config: Config) -> None:
-    """Run :meth:`Config.check_data`; :class:`ConfigError` (one line) on bad data."""
-    try:
-        config.check_data()
-    except (ValueError, OSError) as exc:
-        raise ConfigError(_one_line(exc)) from None
+        raise ConfigError(one_line(exc)) from None
 
 
 def _help(config_cls: type[Config]) -> str:

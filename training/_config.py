@@ -38,6 +38,33 @@ class ConfigError(ValueError):
     policy (the message is one line; the command line exits 2 with it)."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An error as one line (a chz error is often several paragraphs; unknown keys and bad values
+    are named the way the command line reads them)."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = lines[0].rstrip(".")
+    if head.startswith("Extraneous argument"):
+        # "Extraneous argument 'foo' to Blueprint for X (from command line)"
+        name = head.split("'")[1] if "'" in head else head
+        return f"unknown key {name!r} (run with --help to list the keys)"
+    cast = next((line for line in lines[1:] if line.startswith("Could not cast")), None)
+    if head.startswith("Could not interpret argument") and cast:
+        param = head.split("param ")[-1].strip("'.")
+        return f"bad value for {param}: {cast}"
+    return head
+
+
+def check_data(config: Config) -> None:
+    """Run :meth:`Config.check_data`; :class:`ConfigError` (one line) on bad data."""
+    try:
+        config.check_data()
+    except (ValueError, OSError) as exc:
+        raise ConfigError(one_line(exc)) from None
+
+
 @chz.chz
 class WarmStartConfig:
     """A supervised warm start before RL, off by default (``warm_start.episodes=0``).

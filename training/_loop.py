@@ -35,7 +35,7 @@ from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder, TrajectoryGrou
 from backend.model import register_tokenizers
 from rollout import AdvantageConfig, EngineConfig, SupportsCompaction, informative_groups
 from training import _checkpoint as ckpt
-from training._config import Config, ConfigError
+from training._config import Config, ConfigError, check_data
 from training._evaluators import build_evaluators, run_evaluators
 from training._logging import (
     CONFIG_FILE,
@@ -301,10 +301,7 @@ async def train_async(
         warm_start: optional hook run once on a fresh start (see :data:`WarmStart`).
     """
     t0 = time.monotonic()
-    try:  # before anything is written (the command line checked it already: cheap to repeat)
-        config.check_data()
-    except (ValueError, OSError) as exc:
-        raise ConfigError(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)) from None
+    check_data(config)  # before anything is written (the command line checked it already: cheap to repeat)
     log_path = Path(config.log_path).expanduser().resolve()
     log_path.mkdir(parents=True, exist_ok=True)
     handler = _setup_file_logging(log_path)
