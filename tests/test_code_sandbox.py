@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import sys
+import warnings
 from pathlib import Path
 
 import anyio
@@ -225,3 +227,15 @@ def test_config_is_validated_and_the_sandbox_pickles_as_its_config() -> None:
     sandbox = Sandbox(SandboxConfig(limits=SandboxLimits(timeout_s=2.0), concurrency=3))
     copy = pickle.loads(pickle.dumps(sandbox))
     assert copy.config == sandbox.config and copy is not sandbox
+
+
+def test_the_escape_harness_closes_its_loopback_sockets(tmp_path: Path) -> None:
+    """Its TCP listener and UDP socket are closed when the attempts end, not left to the garbage
+    collector (an unclosed socket's ResourceWarning then surfaced in whichever later test ran the
+    collection: gymnasium's check_env in test_gym, which fails on any warning)."""
+    sandbox = _sandbox(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert anyio.run(lambda: run_escape_attempts(sandbox, attempts=())) == []
+        gc.collect()
+    assert not [str(w.message) for w in caught if "unclosed" in str(w.message)]

@@ -242,21 +242,21 @@ async def run_escape_attempts(
     try:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
         udp = await anyio.create_udp_socket(family=socket.AF_INET, local_host="127.0.0.1")
-        targets.port = int(listener.extra(SocketAttribute.local_port))
-        targets.udp_port = int(udp.extra(SocketAttribute.local_port))
-        async with anyio.create_task_group() as servers:
-            servers.start_soon(targets.serve_tcp, listener)
-            servers.start_soon(targets.serve_udp, udp)
+        async with listener, udp:  # closed however the attempts end (no socket left to the GC)
+            targets.port = int(listener.extra(SocketAttribute.local_port))
+            targets.udp_port = int(udp.extra(SocketAttribute.local_port))
+            async with anyio.create_task_group() as servers:
+                servers.start_soon(targets.serve_tcp, listener)
+                servers.start_soon(targets.serve_udp, udp)
 
-            async def one(i: int, attempt: EscapeAttempt) -> None:
-                async with limiter:
-                    outcomes[i] = await _attempt(sandbox, attempt, targets)
+                async def one(i: int, attempt: EscapeAttempt) -> None:
+                    async with limiter:
+                        outcomes[i] = await _attempt(sandbox, attempt, targets)
 
-            async with anyio.create_task_group() as tg:
-                for i, attempt in enumerate(chosen):
-                    tg.start_soon(one, i, attempt)
-            servers.cancel_scope.cancel()
-        await udp.aclose()
+                async with anyio.create_task_group() as tg:
+                    for i, attempt in enumerate(chosen):
+                        tg.start_soon(one, i, attempt)
+                servers.cancel_scope.cancel()
     finally:
         targets.close()
     return [o for o in outcomes if o is not None]
