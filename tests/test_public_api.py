@@ -231,6 +231,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "MathGroupBuilder",
         "MathProblem",
         "MathRLDataset",
+        "ProblemsDatasetBuilder",
         "Split",
         "THINKING_INSTRUCTION",
         "THINKING_RENDERER",

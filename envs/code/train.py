@@ -24,79 +24,30 @@ import chz
 
 import training
 from envs.code.config import CodeEnvConfig
+from envs.math.train import ProblemsTrainConfig
 
 if TYPE_CHECKING:
     from envs.code.builders import CodeDatasetBuilder
 
-WIN_METRIC = "math/correct"
-
 
 @chz.chz
-class CodeTrainConfig(training.Config):
-    """:class:`training.Config` with code-env loop defaults, the game (``env.*``) and its data keys."""
+class CodeTrainConfig(ProblemsTrainConfig):
+    """:class:`training.Config` with code-env loop defaults, the game (``env.*``) and the math
+    env's data keys (:class:`envs.math.train.ProblemsTrainConfig`)."""
 
-    # --- loop defaults for this env (2 CPU cores) -------------------------------------------
     log_path: str = "runs/code/default"
     max_tokens: int = 96
-    max_steps: int = 20
-    eval_every: int = 10
-    eval_batches: int | None = 1
-    win_metric: str = WIN_METRIC
-
-    # --- the game (its own defaults, nested keys env.<field>) --------------------------------
-    env: CodeEnvConfig = chz.field(default_factory=CodeEnvConfig)
-    """The game (``env.max_tool_calls=2``, ``env.sandbox.limits.timeout_s=2``...)."""
-
-    # --- data -----------------------------------------------------------------------------
-    source: str = "generated"
-    """``generated`` (offline), ``gsm8k``, ``math`` or ``jsonl``."""
-    path: str | None = None
-    """Local data file; ``{split}`` becomes ``train`` / ``test`` (None + gsm8k/math: the hub)."""
-    test_path: str | None = None
-    """Local test file, when it does not follow ``path``'s pattern."""
     levels: str = "1,2,3"
     """Generator difficulty levels (1-5, comma separated)."""
-    n_train: int = 2000
-    """Training problems (at most)."""
-    n_test: int = 32
-    """Held-out problems (at most)."""
-    batch_size: int = 4
-    """Problems (groups) per training step."""
-    group_size: int = 4
-    """Samples per problem (the GRPO group)."""
 
-    @chz.validate
-    def _check_data_keys(self) -> None:
-        from envs.math._keys import check_data_keys
-
-        check_data_keys(self.source, self.levels)
-
-    def check_data(self) -> None:
-        """The data files exist and their rows parse, with an answer (before the model loads)."""
-        from envs.math.data import check_source
-
-        check_source(
-            self.source, self.path, test_path=self.test_path, n_train=self.n_train, n_test=self.n_test
-        )
+    env: CodeEnvConfig = chz.field(default_factory=CodeEnvConfig)
+    """The game (``env.max_tool_calls=2``, ``env.sandbox.limits.timeout_s=2``...)."""
 
     def dataset_builder(self) -> CodeDatasetBuilder:
         """Train and held-out splits of the configured game."""
         from envs.code.builders import CodeDatasetBuilder
 
-        return CodeDatasetBuilder(
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            env=self.env,
-            source=self.source,
-            path=self.path,
-            test_path=self.test_path,
-            levels=self.levels,
-            n_train=self.n_train,
-            n_test=self.n_test,
-            model_name_for_tokenizer=self.model_name,
-            renderer_name=self.renderer_name,
-            seed=self.seed,
-        )
+        return CodeDatasetBuilder(env=self.env, **self.data_keys())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,8 @@
 - Thinking: :class:`ThinkingSolver` (the scripted solver of warm starts), :func:`reasoning_for`,
   :func:`has_complete_thinking`, :data:`THINKING_INSTRUCTION`, :data:`THINKING_RENDERER`.
 - Builders: :class:`MathGroupBuilder`, :class:`MathRLDataset`, :class:`MathDatasetBuilder` (chz;
-  scripts warm-start episodes).
+  scripts warm-start episodes) on :class:`ProblemsDatasetBuilder` (the data keys and splits, which
+  the code env's builder shares).
 - Entry points: ``python -m envs.math.train`` and ``python -m envs.math.eval``.
 """
 

@@ -9,6 +9,9 @@ from .builders import (
 from .builders import (
     MathRLDataset as MathRLDataset,
 )
+from .builders import (
+    ProblemsDatasetBuilder as ProblemsDatasetBuilder,
+)
 from .calculator import (
     CalculatorError as CalculatorError,
 )

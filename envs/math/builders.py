@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import chz
 from tinker_cookbook.completers import TokenCompleter
@@ -23,7 +24,7 @@ from envs.math.data import MathProblem, Split, load_split
 from envs.math.env import MathEnv
 from renderers_ext import load_renderer
 
-__all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset"]
+__all__ = ["MathDatasetBuilder", "MathGroupBuilder", "MathRLDataset", "ProblemsDatasetBuilder"]
 
 
 @dataclass(frozen=True)
@@ -131,15 +132,14 @@ class MathRLDataset(GroupDataset):
 
 
 @chz.chz
-class MathDatasetBuilder(RLDatasetBuilder):
-    """Train and test datasets of math problems (chz: every field is a key, the game nested as ``env``)."""
+class ProblemsDatasetBuilder(RLDatasetBuilder):
+    """The data keys and splits of an env that serves math problems (the math env, the code env);
+    a subclass adds its game as ``env`` and says how a split becomes a dataset (:meth:`dataset`)."""
 
     batch_size: int = 4
     """Groups per training batch."""
     group_size: int = 4
     """Envs per group (test groups have 1)."""
-    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
-    """The game (``MathEnvConfig.preset("feedback")``, ``env.calculator=auto``...)."""
     source: str = "generated"
     """``generated`` (offline default), ``gsm8k``, ``math`` or ``jsonl``."""
     path: str | None = None
@@ -163,23 +163,26 @@ class MathDatasetBuilder(RLDatasetBuilder):
     def _check(self) -> None:
         check_data_keys(self.source, self.levels)
 
+    def dataset(self, problems: Sequence[MathProblem], **kwargs: Any) -> MathRLDataset:
+        """The dataset of one split's ``problems`` (``kwargs``: the split's
+        :class:`MathRLDataset` arguments: ``batch_size``, ``group_size``, ``shuffle``...)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how problems become a dataset")
+
     def datasets(self) -> tuple[MathRLDataset, MathRLDataset | None]:
         """Build both splits synchronously."""
-        common = dict(
-            config=self.env,
-            model_name_for_tokenizer=self.model_name_for_tokenizer,
-            renderer_name=self.renderer_name,
+        common: dict[str, Any] = dict(
+            model_name_for_tokenizer=self.model_name_for_tokenizer, renderer_name=self.renderer_name
         )
         train_problems = load_split(
             self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels
         )
-        train = MathRLDataset(
+        train = self.dataset(
             train_problems,
             batch_size=self.batch_size,
             group_size=self.group_size,
             seed=self.seed,
             dataset_name=self.source,
-            **common,  # type: ignore[arg-type]
+            **common,
         )
         if self.n_test <= 0:
             return train, None
@@ -191,18 +194,30 @@ class MathDatasetBuilder(RLDatasetBuilder):
             seed=self.seed,
             levels=self.levels,
         )
-        test = MathRLDataset(
+        test = self.dataset(
             test_problems,
             batch_size=max(1, min(len(test_problems), 32)),
             group_size=1,
             shuffle=False,
             dataset_name=f"{self.source}_test",
-            **common,  # type: ignore[arg-type]
+            **common,
         )
         return train, test
 
     async def __call__(self) -> tuple[RLDataset, RLDataset | None]:
         return self.datasets()
+
+
+@chz.chz
+class MathDatasetBuilder(ProblemsDatasetBuilder):
+    """Train and test datasets of math problems (chz: every field is a key, the game nested as ``env``)."""
+
+    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
+    """The game (``MathEnvConfig.preset("feedback")``, ``env.calculator=auto``...)."""
+
+    def dataset(self, problems: Sequence[MathProblem], **kwargs: Any) -> MathRLDataset:
+        """A :class:`MathRLDataset` of ``problems`` with this game."""
+        return MathRLDataset(problems, config=self.env, **kwargs)
 
     async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
         """``n`` episodes played by a scripted solver, for a supervised warm start

@@ -18,7 +18,7 @@ with the same ``log_path`` resumes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import chz
 
@@ -32,20 +32,16 @@ WIN_METRIC = "math/correct"
 
 
 @chz.chz
-class MathTrainConfig(training.Config):
-    """:class:`training.Config` with math loop defaults, the game (``env.*``) and its data keys."""
+class ProblemsTrainConfig(training.Config):
+    """:class:`training.Config` with the data keys of an env served math problems (the math env,
+    the code env) and their check before the model loads; a subclass adds its game (``env``) and
+    :meth:`dataset_builder`."""
 
-    # --- loop defaults for this env (2 CPU cores) -------------------------------------------
-    log_path: str = "runs/math/default"
-    max_tokens: int = 48
+    # --- loop defaults for these envs (2 CPU cores) -----------------------------------------
     max_steps: int = 20
     eval_every: int = 10
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
-
-    # --- the game (its own defaults, nested keys env.<field>) --------------------------------
-    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
-    """The game (``env.max_attempts=3``, ``env.calculator=auto``...)."""
 
     # --- data -----------------------------------------------------------------------------
     source: str = "generated"
@@ -79,14 +75,12 @@ class MathTrainConfig(training.Config):
             self.source, self.path, test_path=self.test_path, n_train=self.n_train, n_test=self.n_test
         )
 
-    def dataset_builder(self) -> MathDatasetBuilder:
-        """Train and held-out splits of the configured math game."""
-        from envs.math.builders import MathDatasetBuilder
-
-        return MathDatasetBuilder(
+    def data_keys(self) -> dict[str, Any]:
+        """The data keys as :class:`envs.math.ProblemsDatasetBuilder` fields (with the policy's
+        model and renderer)."""
+        return dict(
             batch_size=self.batch_size,
             group_size=self.group_size,
-            env=self.env,
             source=self.source,
             path=self.path,
             test_path=self.test_path,
@@ -97,6 +91,23 @@ class MathTrainConfig(training.Config):
             renderer_name=self.renderer_name,
             seed=self.seed,
         )
+
+
+@chz.chz
+class MathTrainConfig(ProblemsTrainConfig):
+    """:class:`training.Config` with math loop defaults, the game (``env.*``) and its data keys."""
+
+    log_path: str = "runs/math/default"
+    max_tokens: int = 48
+
+    env: MathEnvConfig = chz.field(default_factory=MathEnvConfig)
+    """The game (``env.max_attempts=3``, ``env.calculator=auto``...)."""
+
+    def dataset_builder(self) -> MathDatasetBuilder:
+        """Train and held-out splits of the configured math game."""
+        from envs.math.builders import MathDatasetBuilder
+
+        return MathDatasetBuilder(env=self.env, **self.data_keys())
 
 
 def main(argv: list[str] | None = None) -> int:
