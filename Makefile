@@ -17,7 +17,7 @@ test-deep:
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/pyright
 
-# Opt-in, slow (~35 min on 2 busy cores; first run also installs SkyRL tx, ~3-10 min and 2.3 GB, into
+# Opt-in, slow (35-60 min on 2 busy cores; first run also installs SkyRL tx, ~3-10 min and 2.3 GB, into
 # .venv-skyrl): train against a real Tinker-API server over HTTP, kill -9, resume. See the README.
 integration: setup
 	bash scripts/integration/setup_server.sh
