@@ -399,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                         "the run folder, train.out, server.log and the server's database and checkpoints")
     parser.add_argument("--port", type=int, default=0, help="server port (0: a free one)")
     parser.add_argument("--layers", type=int, default=0,
-                        help="serve only the first N decoder layers (0: the whole SmolLM2-135M)")
+                        help="serve only the first N decoder layers (0: the whole SmolLM2-135M); for "
+                        "debugging the protocol: a cut model's games all score the same, so the datum check fails")
     # A liveness guard, not a speed goal: step 0 measured 936-1039 s at load ~15 and did not finish
     # in 1800 s at load ~20 (SkyRL tx JIT-compiles each padded shape for 3-4 min on busy cores).
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed for each run")
