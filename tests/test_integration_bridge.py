@@ -247,3 +247,30 @@ def test_orchestrator_train_keys_parse() -> None:
     config = parse_config(TwentyQuestionsTrainConfig, orchestrator.TRAIN_KEYS)
     assert config.env.max_questions == 2 and config.env.truncation_penalty == 0.05
     assert config.batch_size == 2 and config.group_size == 4 and config.eval_every == 0
+
+
+def test_compile_report_counts_model_executables_and_padded_shapes() -> None:
+    """The check's summary of a server log: SkyRL tx's padded shapes, and persistent-cache hits and
+    misses of the model-sized executables only (tiny jits are left out)."""
+    orchestrator = _load("tinker_server")
+    log = "\n".join(
+        [
+            "2026-12-03 20:02:19,140 - INFO - tx: JIT compiling for sample seq_len=96 in     ",
+            "DEBUG:jax._src.compiler:Persistent compilation cache hit for 'jit__prefill_and_decode' with key 'a'",
+            "DEBUG:jax._src.compiler:Persistent compilation cache hit for 'jit_broadcast_in_dim' with key 'b'",
+            "2026-12-03 20:03:23,565 - INFO - tx: JIT compiling for sample seq_len=128 in    ",
+            "DEBUG:jax._src.compiler:PERSISTENT COMPILATION CACHE MISS for 'jit__prefill_and_decode' with key 'c'",
+            "DEBUG:jax._src.compiler:PERSISTENT COMPILATION CACHE MISS for 'jit_add' with key 'd'",
+            "2026-12-03 20:04:57,015 - INFO - tx: JIT compiling for train seq_len=128 in     ",
+            "DEBUG:jax._src.compiler:Persistent compilation cache hit for 'jit_forward_backward_and_accumulate' "
+            "with key 'e'",
+        ]
+    )
+    report = orchestrator.compile_report(log)
+    assert report == (
+        "padded shapes: sample seq_len 96, 128; train seq_len 128; persistent JAX cache, model-sized "
+        "executables: 2 hits, 1 misses (compiled: _prefill_and_decode)"
+    )
+    assert orchestrator.compile_report("") == (
+        "padded shapes: none; persistent JAX cache, model-sized executables: 0 hits, 0 misses"
+    )

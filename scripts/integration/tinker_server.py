@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -44,17 +45,22 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 DEFAULT_VENV = Path(os.environ.get("SKYRL_VENV", ROOT / ".venv-skyrl"))  # as setup_server.sh
 API_KEY = "tml-turngym-integration"  # the SDK wants a key; the local server ignores it
+# SkyRL tx compiles one XLA executable per padded shape (sequences pad to 32, 48, 64, 96, 128,
+# 192...; sampling batches to ``sample_max_num_sequences``; a training pass is ``min(micro batch,
+# datums)`` sequences) and keeps it in the persistent JAX cache (``--jax-cache``), which later runs
+# hit. A step trains on 4 or 8 datums (a group with equal rewards is dropped): micro batches of 4
+# make both one shape.
 BACKEND_CONFIG = {
     "max_lora_adapters": 4,  # the killed run's model, the resumed run's, the check's
     "max_lora_rank": 16,
-    "train_micro_batch_size": 8,  # one step's datums in one pass
+    "train_micro_batch_size": 4,  # a group's datums per pass: one shape for 4 or 8 datums
     "sample_max_num_sequences": 8,  # one step's games in one batch (batches are padded to this)
 }
-# Small enough for a 2-core CPU server (every new padded shape costs a JIT compile of minutes
-# there, cached after the first run): 2 words x 4 games per step, 2 turns per game, no held-out
-# evaluation. The untrained model rarely asks or guesses within 16 tokens, so without a cost for a
-# cut turn most groups score the same (no datum, nothing trained); with it, rewards differ with
-# how many turns ran out of tokens. Every other key is the env's default.
+# Small enough for a 2-core CPU server: 2 words x 4 games per step, 2 turns per game of at most 16
+# tokens each (prompts pad to 64-128, whole games to 128), no held-out evaluation. The untrained
+# model rarely asks or guesses within 16 tokens, so without a cost for a cut turn most groups score
+# the same (no datum, nothing trained); with it, rewards differ with how many turns ran out of
+# tokens. Every other key is the env's default.
 TRAIN_KEYS = [
     "batch_size=2",
     "group_size=4",
@@ -63,6 +69,10 @@ TRAIN_KEYS = [
     "eval_every=0",
     "progress=false",
 ]
+
+
+# The model-sized functions SkyRL tx jits (each executable ~150 MB; the rest are tiny).
+MODEL_FUNCTIONS = ("_prefill_and_decode", "forward_backward_and_accumulate", "forward", "compute_grads_and_update")
 
 
 class CheckFailed(RuntimeError):
@@ -159,6 +169,8 @@ class Server:
             JAX_COMPILATION_CACHE_DIR=str(jax_cache),
             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+            # logs each persistent-cache hit and miss (summarized by compile_report)
+            JAX_DEBUG_LOG_MODULES="jax._src.compiler",
         )
         env.pop("VIRTUAL_ENV", None)
         cmd = [
@@ -212,6 +224,28 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def compile_report(server_log: str) -> str:
+    """One line on what the server compiled: SkyRL tx's padded shapes (first use of each) and the
+    persistent JAX cache's hits and misses (= compiles) for the model-sized functions."""
+    shapes: dict[str, list[int]] = {}
+    for mode, length in re.findall(r"JIT compiling for (sample|train) seq_len=(\d+)", server_log):
+        shapes.setdefault(mode, []).append(int(length))
+    outcome = {"hit": 0, "miss": 0}
+    missed: list[str] = []
+    pattern = r"(Persistent compilation cache hit|PERSISTENT COMPILATION CACHE MISS) for 'jit_(\w+)'"
+    for kind, name in re.findall(pattern, server_log):
+        if name in MODEL_FUNCTIONS:
+            outcome["miss" if kind.isupper() else "hit"] += 1
+            if kind.isupper():
+                missed.append(name)
+    padded = "; ".join(f"{mode} seq_len {', '.join(map(str, lengths))}" for mode, lengths in shapes.items())
+    compiled = f" (compiled: {', '.join(missed)})" if missed else ""
+    return (
+        f"padded shapes: {padded or 'none'}; persistent JAX cache, model-sized executables: "
+        f"{outcome['hit']} hits, {outcome['miss']} misses{compiled}"
+    )
 
 
 def train_command(url: str, model: Path, run_dir: Path, extra: list[str]) -> list[str]:
@@ -328,7 +362,8 @@ def run(args: argparse.Namespace) -> int:
     log(f"model folder: {model} (load average {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
     port = args.port or free_port()
     backend_config = {**BACKEND_CONFIG, **json.loads(args.backend_config)}
-    server = Server(venv, model, port, workdir, cache / "jax-cache", backend_config)
+    jax_cache = Path(args.jax_cache).expanduser().resolve() if args.jax_cache else cache / "jax-cache"
+    server = Server(venv, model, port, workdir, jax_cache, backend_config)
     trainer: subprocess.Popen[bytes] | None = None
     try:
         log(f"SkyRL tx starting on {server.url} (pid {server.proc.pid}; log {server.log_file})")
@@ -371,6 +406,7 @@ def run(args: argparse.Namespace) -> int:
         for row in rows(run_dir / "metrics.jsonl"):
             kl = row.get("optim/kl_sample_train_v1")
             log(f"step {row['step']}: datums={row.get('datums')} reward={row.get('reward/mean', row.get('reward/total'))} kl_sample_train_v1={kl}")
+        log(f"server: {compile_report(server.log_file.read_text(errors='replace'))} ({jax_cache})")
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
         log(f"total {time.monotonic() - t0:.0f} s (load average {load}); artifacts in {workdir}")
     finally:
@@ -401,9 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=0,
                         help="serve only the first N decoder layers (0: the whole SmolLM2-135M); for "
                         "debugging the protocol: a cut model's games all score the same, so the datum check fails")
-    # A liveness guard, not a speed goal: step 0 measured 936-1039 s at load ~15 and did not finish
-    # in 1800 s at load ~20 (SkyRL tx JIT-compiles each padded shape for 3-4 min on busy cores).
+    # A liveness guard, not a speed goal. Step 0 (server start to checkpoint) measured 380 s at load
+    # ~7 with every executable in the persistent cache, 936-1039 s at load ~15, and over 1800 s at
+    # load ~20: tracing, loading the cached executables and running them all share 2 busy cores.
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed for each run")
+    parser.add_argument("--jax-cache", default="", metavar="DIR",
+                        help="persistent JAX compilation cache (default: skyrl-tx/jax-cache in the TurnGym "
+                        "cache, kept across runs; an empty folder measures a first run)")
     parser.add_argument("--backend-config", default="{}", metavar="JSON",
                         help=f"overrides of the server's backend config (default {json.dumps(BACKEND_CONFIG)})")
     parser.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
