@@ -410,6 +410,18 @@ def test_group_reward_is_added_for_a_group_of_one(size: int) -> None:
         env.close()
 
 
+def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in the repository (offline), output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
 def test_registration_is_lazy() -> None:
     """``import envs`` does not load gymnasium; ``import envs.gym`` registers ids without importing
     any env package (they load on ``gymnasium.make``)."""
@@ -419,14 +431,7 @@ def test_registration_is_lazy() -> None:
         "'tinker_cookbook.recipes.multiplayer_rl.twenty_questions.env') if m in sys.modules]; "
         "print(a, heavy, 'turngym/Math-v0' in gym.registry)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    proc = _fresh_python(code)
     assert proc.stdout.strip() == "False [] True", proc.stderr[-2000:]
 
 
@@ -469,12 +474,5 @@ def test_module_qualified_ids_work_in_a_fresh_interpreter() -> None:
         "obs, info = env.reset(seed=0); print(type(env.unwrapped).__name__, len(obs) > 0); "
         "print(gym.make('turngym/Math-v0').spec.id)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    proc = _fresh_python(code)
     assert proc.stdout.split() == ["TokenEnv", "True", "turngym/Math-v0"], proc.stderr[-2000:]
