@@ -17,7 +17,7 @@ test-deep:
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/pyright
 
-# Opt-in, slow (~20 min from a fresh clone on 2 cores, ~7 min of it the check; 35-60 min at load 15-20;
+# Opt-in, slow (10-20 min from a fresh clone on 2 cores, 5-7 min of it the check; 35-60 min at load 15-20;
 # the first run installs SkyRL tx, ~3-10 min and 2.3 GB, into
 # .venv-skyrl): train against a real Tinker-API server over HTTP, kill -9, resume. See the README.
 integration: setup

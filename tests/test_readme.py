@@ -6,7 +6,7 @@ env examples as the modules the README tells the reader to save them as: ``guess
 except the few that are too slow for CI, which are checked as far as possible (see ``COMMANDS``):
 
 - ``make train`` / ``make test`` / ``make test-deep`` / ``make setup`` / ``make integration``:
-  ``make -n`` shows the recipe (``make test`` is CI itself; ``make integration`` is opt-in, ~20 min),
+  ``make -n`` shows the recipe (``make test`` is CI itself; ``make integration`` is opt-in, 10-20 min),
   and the train entry point parses its command line (``--help``);
 - ``python train_guess_number.py learning_rate=3e-4 max_steps=40``: the README's own script with the
   README's keys, one step instead of 40 on the tiny model;
