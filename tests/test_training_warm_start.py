@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+import anyio
 import chz
 import pytest
 
@@ -30,7 +32,11 @@ def test_warm_start_keys_parse_and_bad_ones_are_one_line_errors() -> None:
     config = training.parse_config(
         ToyConfig, ["compaction_period=3", "advantage_normalize_std=true", "advantage_discount=0.9"]
     )
-    assert (config.compaction_period, config.advantage_normalize_std, config.advantage_discount) == (3, True, 0.9)
+    assert (config.compaction_period, config.advantage_normalize_std, config.advantage_discount) == (
+        3,
+        True,
+        0.9,
+    )
     for bad in ("compaction_period=-1", "advantage_discount=1.5"):
         with pytest.raises(training.ConfigError):
             training.parse_config(ToyConfig, [bad])
@@ -62,6 +68,52 @@ def test_warm_start_key_plays_scripted_episodes_then_rl_and_reports_each_stage(t
     again = training.train(_toy(tmp_path, "warm_start.episodes=6", "max_steps=2", "eval_every=1"))
     assert again.start_step == 1 and again.warm_start == warm
     assert json.loads((tmp_path / "warm_start.json").read_text()) == warm
+
+
+class _RecordingClient:
+    """A training client that records the datums of each ``forward_backward`` call."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    class _Done:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        async def result_async(self) -> object:
+            return self.value
+
+    async def forward_backward_async(self, batch, loss_fn):  # type: ignore[no-untyped-def]
+        assert loss_fn == "cross_entropy"
+        self.batches.append([d.model_input.to_ints()[0] for d in batch])
+        return self._Done(SimpleNamespace(metrics={"loss:sum": 1.0}))
+
+    async def optim_step_async(self, adam):  # type: ignore[no-untyped-def]
+        return self._Done(None)
+
+
+def test_warm_start_batches_count_episodes_with_all_their_sequences() -> None:
+    # an episode a renderer splits into 3 sequences trains whole in one step, as a 1-sequence one
+    episodes = [
+        [training.sft_datum([tag, 5, 6], [0, 1, 1]) for _ in range(n)] for tag, n in ((1, 3), (2, 1), (3, 2))
+    ]
+    hook = training.supervised_warm_start(episodes, steps=4, batch_size=1, learning_rate=1e-3, seed=3)
+    client = _RecordingClient()
+    out = anyio.run(hook, client, ToyConfig())
+    assert out["warm_start/steps"] == 4 and len(client.batches) == 4
+    sizes = {1: 3, 2: 1, 3: 2}
+    assert all(len(set(b)) == 1 and len(b) == sizes[b[0]] for b in client.batches)  # whole episodes
+    assert sorted(b[0] for b in client.batches[:3]) == [1, 2, 3]  # every episode once per pass
+    # plain datums are items of their own, as before
+    client = _RecordingClient()
+    anyio.run(
+        training.supervised_warm_start(
+            [d for e in episodes for d in e], steps=2, batch_size=4, learning_rate=1e-3
+        ),
+        client,
+        ToyConfig(),
+    )
+    assert [len(b) for b in client.batches] == [4, 4]
 
 
 @chz.chz
@@ -107,7 +159,9 @@ def test_advantage_keys_reach_datum_assembly(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(loop, "to_datums", spy)
     training.train(
-        _toy(tmp_path, "advantage_normalize_std=true", "advantage_discount=0.5", "max_steps=2", "eval_every=0")
+        _toy(
+            tmp_path, "advantage_normalize_std=true", "advantage_discount=0.5", "max_steps=2", "eval_every=0"
+        )
     )
     assert seen and all(a.normalize_std and a.discount == 0.5 for a in seen)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -83,7 +83,9 @@ class WarmStartConfig:
     steps: int = 16
     """``cross_entropy`` steps."""
     batch_size: int = 16
-    """Sequences per step."""
+    """Scripted episodes per step, each with all of its sequences (the renderer's split of an
+    episode, e.g. compaction windows or one sequence per turn, does not change how much of it a
+    step trains on)."""
     learning_rate: float = 1e-3
     """Adam learning rate of the warm start (the other Adam settings are the run's)."""
     seed: int = 1000

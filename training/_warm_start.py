@@ -5,7 +5,10 @@ dataset builder plays scripted episodes (:class:`SupportsScriptedEpisodes`); :fu
 runs them through the rollout engine with the run's own rollout settings (so the renderer,
 compaction included, splits them exactly as RL episodes will be split) and makes one
 ``cross_entropy`` datum per sequence, weight 1 on the sampled (scripted) tokens; the loop then
-trains on them with :func:`supervised_warm_start`. An env opts in with one method::
+trains on them with :func:`supervised_warm_start`, ``warm_start.batch_size`` episodes per step
+(each with all of its sequences, so a renderer that splits episodes into more sequences, e.g. one
+that strips thinking every turn, trains on as much per step as one that keeps them whole). An env
+opts in with one method::
 
     class MyDatasetBuilder(RLDatasetBuilder):
         async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
@@ -88,6 +91,14 @@ async def scripted_datums(
     return ``cross_entropy`` datums (one per sequence the cookbook's ``trajectory_to_data``
     makes of an episode, weight 1 on the scripted tokens) and metrics (``warm_start/``:
     episodes, datums, trained tokens, mean scripted reward and turns)."""
+    per_episode, metrics = await _episode_datums(episodes, rollout_config)
+    return [d for group in per_episode for d in group], metrics
+
+
+async def _episode_datums(
+    episodes: Sequence[ScriptedEpisode], rollout_config: EngineConfig
+) -> tuple[list[list[tinker.Datum]], dict[str, float]]:
+    """:func:`scripted_datums`, the datums grouped by episode (one list per episode, in order)."""
     results: list[Any] = [None] * len(episodes)
 
     async def play(i: int, env: Env, policy: TokenCompleter) -> None:
@@ -96,14 +107,14 @@ async def scripted_datums(
     async with anyio.create_task_group() as tg:
         for i, (env, policy) in enumerate(episodes):
             tg.start_soon(play, i, env, policy)
-    datums: list[tinker.Datum] = []
+    per_episode: list[list[tinker.Datum]] = []
     rewards: list[float] = []
     turns: list[int] = []
     for traj, stats in results:
         rewards.append(sum(t.reward for t in traj.transitions))
         turns.append(stats.turns)
-        for d in trajectory_to_data(traj, 1.0):
-            datums.append(
+        per_episode.append(
+            [
                 tinker.Datum(
                     model_input=d.model_input,
                     loss_fn_inputs={
@@ -111,7 +122,10 @@ async def scripted_datums(
                         "weights": d.loss_fn_inputs["mask"],
                     },
                 )
-            )
+                for d in trajectory_to_data(traj, 1.0)
+            ]
+        )
+    datums = [d for group in per_episode for d in group]
     n = max(len(results), 1)
     metrics = {
         "warm_start/episodes": float(len(results)),
@@ -120,11 +134,11 @@ async def scripted_datums(
         "warm_start/scripted_reward": sum(rewards) / n,
         "warm_start/scripted_turns": sum(turns) / n,
     }
-    return datums, metrics
+    return per_episode, metrics
 
 
 def supervised_warm_start(
-    datums: Sequence[tinker.Datum],
+    datums: Sequence[tinker.Datum | Sequence[tinker.Datum]],
     *,
     steps: int,
     batch_size: int,
@@ -132,15 +146,18 @@ def supervised_warm_start(
     seed: int = 0,
 ) -> Any:
     """A :data:`training.WarmStart` hook: ``steps`` AdamW steps of ``cross_entropy`` on
-    ``batch_size`` datums each (reshuffled every pass). Returns metrics (first/last loss per
-    weighted token, seconds)."""
-    pool = list(datums)
+    ``batch_size`` items each (reshuffled every pass). An item is a datum, or the datums of one
+    episode, which then train in the same step (``batch_size`` counts episodes: a renderer that
+    splits an episode into more sequences does not train on less of it per step). Returns metrics
+    (first/last loss per weighted token, seconds)."""
+    pool: list[list[tinker.Datum]] = [[d] if isinstance(d, tinker.Datum) else list(d) for d in datums]
+    pool = [group for group in pool if group]
     if not pool:
         raise ValueError("a supervised warm start needs at least one datum")
 
     async def warm_start(training_client: Any, config: Config) -> dict[str, float]:
         rng = random.Random(seed)
-        order: list[tinker.Datum] = []
+        order: list[list[tinker.Datum]] = []
         losses: list[float] = []
         t0 = time.monotonic()
         adam = tinker.AdamParams(
@@ -153,11 +170,11 @@ def supervised_warm_start(
         )
         for step in range(steps):
             batch: list[tinker.Datum] = []
-            while len(batch) < min(batch_size, len(pool)):
+            for _ in range(min(batch_size, len(pool))):
                 if not order:
                     order = pool[:]
                     rng.shuffle(order)
-                batch.append(order.pop())
+                batch.extend(order.pop())
             fb_future = await training_client.forward_backward_async(batch, loss_fn="cross_entropy")
             optim_future = await training_client.optim_step_async(adam)
             fb = await fb_future.result_async()
@@ -187,14 +204,18 @@ def scripted_warm_start(builder: object, config: Config, rollout_config: EngineC
     async def warm_start(training_client: Any, cfg: Config) -> dict[str, float]:
         t0 = time.monotonic()
         episodes = await builder.scripted_episodes(keys.episodes, keys.seed)  # type: ignore[attr-defined]
-        datums, played = await scripted_datums(episodes, rollout_config)
+        per_episode, played = await _episode_datums(episodes, rollout_config)
         print(
-            f"[warm start] {len(episodes)} scripted episodes -> {len(datums)} sequences "
+            f"[warm start] {len(episodes)} scripted episodes -> {int(played['warm_start/datums'])} sequences "
             f"(scripted reward {played['warm_start/scripted_reward']:.3f})",
             flush=True,
         )
         hook = supervised_warm_start(
-            datums, steps=keys.steps, batch_size=keys.batch_size, learning_rate=keys.learning_rate, seed=keys.seed
+            per_episode,
+            steps=keys.steps,
+            batch_size=keys.batch_size,
+            learning_rate=keys.learning_rate,
+            seed=keys.seed,
         )
         trained = await hook(training_client, cfg)
         return {**played, **trained, "warm_start/seconds": time.monotonic() - t0}
