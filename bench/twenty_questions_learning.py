@@ -1,162 +1,85 @@
-"""Learning to ask: does RL teach SmolLM2-135M to ask useful questions in Twenty Questions?
+"""Learning to ask: held-out win after the warm start alone and after RL, on the main job's setting.
 
-Setting: 8 candidate words listed, 4 turns, the KB answerer. Enumerating candidates wins at most
-half the games (4 guesses among 8), so a win rate above 0.5 needs questions that split the
-candidates. Protocol (budget 45 minutes on 2 free cores, from the untrained model):
+Runs ``make train``'s run (``python -m envs.twenty_questions.train`` with its defaults: 8 candidate
+words in 4 turns, so enumerating them wins at most half the games; free questions; a short
+supervised warm start on a noisy scripted player; then RL) once per seed (``--seeds 0,1,2``), each
+in a fresh run folder, and reads each run's held-out evaluations (the same 64 games every time):
+step 0 is right after the warm start, the last one after RL. See the module docstring of
+``envs/twenty_questions/train.py`` for the setting, the design and the measured figures.
 
-1. **before**: evaluate the untrained model on held-out games (16 held-out words x 4 games);
-2. **SFT warm start** (``--sft-games``, ``--sft-steps``): ``cross_entropy`` through the run's own
-   training client on token transcripts of a scripted player on *training* words, with
-   candidate lists drawn from a different seed than the RL batches. ``--sft-player halving``
-   (default): :class:`HalvingPlayer`, binary search with set questions ("Is it plum, plate,
-   zebra or peach?"), whose moves only copy words from the prompt; ``kb-optimal``:
-   :class:`KBOptimalPlayer`'s attribute questions (which a 135M model did not pick up: a
-   previous run with it ended at 0.28);
-3. **RL** with the shared loop (:mod:`training`) for ``max_steps`` (20) or until the time
-   budget, at lr 1e-4; no shaping and no curriculum. Why the low rate: after the warm start
-   most groups are all wins (constant, dropped), so a step often trains on one group, and Adam
-   moves the weights by about the learning rate whatever the batch; at 5e-4 for 40 steps that
-   random walk took the held-out win rate from 0.97 (after the warm start) to 0.72 (step 10)
-   and 0.52 (step 20) to 0.33 (step 31): the policy began asking about all four words left
-   instead of two.
-   (Also tried: ``wrong_guess_reward=-0.1`` made the policy shy of guessing, 1.8 -> 0.8 guesses
-   per game over 10 steps, win rate 0.06-0.2: asking is free, guessing is risky, so it learned
-   to ask until the last turn.)
-4. **after**: the same held-out games (same words, candidate lists and seeds) as in step 1.
+Per seed it prints the held-out win rate after the warm start and after RL, RL's own gain (the
+difference), the question-turn fraction after RL and the minutes the run took (with the machine
+load: wall times depend on it, learning curves do not). The last line is::
 
-Last line: ``win_rate_before=<a> win_rate_after=<b> question_turn_fraction_after=<q>`` where
-``q`` is the fraction of the player's held-out turns that were questions. Goal: ``b >= 0.65``
-and ``q > 0``.
+    win_rate_warm_start=<a> win_rate_after=<b> rl_gain=<g> question_turn_fraction_after=<q> seeds=<n>
 
-Measured here (2026-12-02, idle 2 cores, defaults): ``win_rate_before=0.031
-win_rate_after=0.953 question_turn_fraction_after=0.594`` in 29.4 minutes; after the warm start
-alone (the loop's step-0 evaluation) the held-out win rate was already 0.969 with 2 questions
-per game, and RL at 1e-4 kept it (0.984 at step 10, 0.953 at step 20): here the warm start
-teaches the strategy and RL does not improve on it. Used: SFT warm start (192 halving games,
-24 steps); no shaping, no curriculum.
+with the worst seed's figure for each goal: ``a`` the highest warm-start win rate (goal: the warm
+start alone stays <= 0.5, so RL has room), ``b`` the lowest win rate after RL (goal >= 0.8),
+``g`` the smallest gain (goal >= +0.2), ``q`` the lowest question-turn fraction (goal >= 0.5).
 
-``--quick`` runs the same pipeline in a few minutes (tiny SFT, one RL step, 8 eval games) to
-prove it works end to end; it says nothing about learning. Any ``key=value`` argument is passed
-to the training config (``learning_rate=5e-4``, ``group_size=16``, ``backend=tinker``...).
+``--quick`` runs the same pipeline on one seed in a few minutes (a tiny warm start, one RL step,
+8 evaluation games) to prove it works end to end; it says nothing about learning. Any
+``key=value`` argument is passed to the training config of every seed (``learning_rate=5e-4``,
+``max_steps=30``, ``warm_start.episodes=0``...).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DEFAULTS = {
-    "env.candidates": "8",
-    "env.max_questions": "4",
-    "env.wrong_guess_reward": "0.0",
-    "env.question_reward": "0.0",  # asking is the point here (the easy default charges for it)
-    "local_compute_dtype": "float32",  # as measured (the easy default uses bfloat16)
-    "env.truncation_penalty": "0.0",  # as measured (the easy default charges 0.05)
-    "lr_schedule": "constant",  # as measured (the easy default decays)
-    "learning_rate": "1e-4",
-    "batch_size": "4",
-    "group_size": "8",
-    "max_steps": "20",
-    "eval_every": "10",
-    "eval_words": "16",
-    "eval_group_size": "4",
-    "save_every": "5",
-}
 QUICK = {
+    "max_steps": "1",
     "batch_size": "2",
     "group_size": "4",
-    "max_steps": "1",
-    "eval_every": "0",
     "eval_words": "4",
     "eval_group_size": "2",
+    "warm_start.episodes": "8",
+    "warm_start.steps": "2",
+    "warm_start.batch_size": "4",
 }
-BUDGET_MINUTES = 45.0
-FINAL_EVAL_RESERVE_MINUTES = 4.0
+"""Overrides of ``--quick`` (an end-to-end check, no learning claim)."""
+GOALS = {"win_rate_warm_start": 0.5, "win_rate_after": 0.8, "rl_gain": 0.2, "question_turn_fraction_after": 0.5}
+"""The goals the last line is read against (the first is a ceiling, the others floors)."""
 
 
-SFT_PLAYERS = ("halving", "kb-optimal")
-"""Scripted players the warm start can imitate (``--sft-player``)."""
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-async def scripted_datums(
-    config: Any, n_games: int, seed: int, player_name: str = "halving"
-) -> tuple[list[Any], float]:
-    """Token transcripts of a scripted player on training words (one datum per game, weight 1
-    on the player's tokens) and the scripted win rate."""
-    from envs.twenty_questions import (
-        HalvingPlayer,
-        KBAnswerer,
-        KBOptimalPlayer,
-        TwentyQuestionsDataset,
-        TwentyQuestionsEnv,
-        split_words,
-        text_to_action,
+def seed_result(log_path: Path) -> dict[str, Any]:
+    """The learning figures of one finished run folder (its ``eval.jsonl``): held-out win rate
+    at step 0 (after the warm start) and at the last evaluation (after RL), RL's gain, and the
+    question-turn fractions."""
+    rows = [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
+    if not rows or int(rows[0]["step"]) != 0 or len(rows) < 2:
+        raise ValueError(f"{log_path}: need held-out evaluations at step 0 and after RL, got {len(rows)} rows")
+    first, last = rows[0], rows[-1]
+    return {
+        "win_rate_warm_start": first["eval/win_rate"],
+        "win_rate_after": last["eval/win_rate"],
+        "rl_gain": last["eval/win_rate"] - first["eval/win_rate"],
+        "question_turn_fraction_warm_start": first.get("eval/question_turn_fraction", 0.0),
+        "question_turn_fraction_after": last.get("eval/question_turn_fraction", 0.0),
+        "rl_steps": int(last["step"]),
+        "win_rate_by_step": {int(r["step"]): r["eval/win_rate"] for r in rows},
+    }
+
+
+def summary_line(results: list[dict[str, Any]]) -> str:
+    """The bench's last line: each goal's worst seed."""
+    return (
+        f"win_rate_warm_start={max(r['win_rate_warm_start'] for r in results):.3f} "
+        f"win_rate_after={min(r['win_rate_after'] for r in results):.3f} "
+        f"rl_gain={min(r['rl_gain'] for r in results):+.3f} "
+        f"question_turn_fraction_after={min(r['question_turn_fraction_after'] for r in results):.3f} "
+        f"seeds={len(results)}"
     )
-    from renderers_ext import load_renderer
-    from training._warm_start import sft_datum
-
-    builder = config.dataset_builder()
-    renderer = load_renderer(config.renderer_name, config.model_name)
-    pool = TwentyQuestionsDataset(
-        split_words("train"),
-        batch_size=1,
-        group_size=1,
-        answerer=KBAnswerer(),
-        config=builder.env,
-        seed=seed,
-        model_name_for_tokenizer=config.model_name,
-        renderer_name=config.renderer_name,
-    )
-    datums, wins = [], 0
-    for i in range(n_games):
-        word, candidates = pool.item(i)
-        env = TwentyQuestionsEnv(renderer, word, KBAnswerer(), builder.env, candidates)
-        player = (
-            HalvingPlayer(tuple(candidates), max_questions=builder.env.max_questions)
-            if player_name == "halving"
-            else KBOptimalPlayer(tuple(candidates), max_questions=builder.env.max_questions)
-        )
-        start = await env.initial_observation()
-        assert isinstance(start, tuple), "the prompt overflowed"
-        tokens = start[0].to_ints()
-        weights = [0.0] * len(tokens)
-        while True:
-            action = text_to_action(renderer, player.next_text(env.messages))
-            result = await env.step(action, extra={"stop_reason": "stop"})
-            tokens += action
-            weights += [1.0] * len(action)
-            if result.episode_done:
-                break
-            nxt = result.next_observation.to_ints()
-            if nxt[: len(tokens)] != tokens:  # not an extension: start a new sequence
-                datums.append(sft_datum(tokens, weights))
-                tokens, weights = nxt, [0.0] * len(nxt)
-            else:
-                new = nxt[len(tokens) :]
-                tokens += new
-                weights += [0.0] * len(new)
-        datums.append(sft_datum(tokens, weights))
-        wins += int(env.stats.won)
-    return datums, wins / max(n_games, 1)
-
-
-def _eval_rows(log_path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
-
-
-def _eval_row(log_path: Path) -> dict[str, Any]:
-    return _eval_rows(log_path)[-1]
-
-
-def _question_fraction(row: dict[str, Any]) -> float:
-    questions = row.get("eval/env/all/twenty_questions/questions", 0.0) or 0.0
-    turns = row.get("eval/env/all/twenty_questions/turns", 0.0) or 0.0
-    return questions / turns if turns else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,118 +87,65 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python bench/twenty_questions_learning.py", description=(__doc__ or "").split("\n")[0]
     )
+    parser.add_argument("--quick", action="store_true", help="a few-minute end-to-end check (no learning claim)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run each (default 0,1,2)")
     parser.add_argument(
-        "--quick", action="store_true", help="a few-minute end-to-end check (no learning claim)"
+        "--out", default=None, help="folder of the runs (default runs/bench/twenty_questions_learning/<time>)"
     )
-    parser.add_argument(
-        "--out", default=None, help="run folder (default runs/bench/twenty_questions_learning/<time>)"
-    )
-    parser.add_argument("--minutes", type=float, default=BUDGET_MINUTES, help="total time budget")
-    parser.add_argument(
-        "--sft-games", type=int, default=192, help="scripted games for the warm start (0: none)"
-    )
-    parser.add_argument(
-        "--sft-player",
-        choices=SFT_PLAYERS,
-        default="halving",
-        help="scripted player imitated by the warm start",
-    )
-    parser.add_argument("--sft-steps", type=int, default=24, help="cross_entropy steps of the warm start")
-    parser.add_argument("--sft-batch", type=int, default=16, help="transcripts per warm-start step")
-    parser.add_argument("--sft-lr", type=float, default=1e-3, help="warm-start learning rate")
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides")
     args = parser.parse_args(argv)
-    t0 = time.monotonic()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import training
     from envs.twenty_questions.train import TwentyQuestionsTrainConfig
 
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()][: 1 if args.quick else None]
     out = Path(args.out or f"runs/bench/twenty_questions_learning/{time.strftime('%Y%m%d-%H%M%S')}")
-    defaults = {**BENCH_DEFAULTS, **(QUICK if args.quick else {})}
-    if args.quick:
-        args.sft_games, args.sft_steps, args.sft_batch = min(args.sft_games, 8), min(args.sft_steps, 2), 4
-    base = [f"{k}={v}" for k, v in defaults.items()] + list(args.overrides)
-    try:
-        config = training.parse_config(TwentyQuestionsTrainConfig, [*base, f"log_path={out / 'rl'}"])
-        before_config = training.parse_config(
-            TwentyQuestionsTrainConfig, [*base, f"log_path={out / 'before'}", "max_steps=0", "eval_every=1"]
-        )
-    except training.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    base = [f"{k}={v}" for k, v in (QUICK if args.quick else {}).items()] + list(args.overrides)
+    configs = []
+    for seed in seeds:
+        try:
+            configs.append(
+                training.parse_config(
+                    TwentyQuestionsTrainConfig,
+                    [*base, f"seed={seed}", f"log_path={out / f'seed{seed}'}", "resume=false", "progress=false"],
+                )
+            )
+        except training.ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if configs and configs[0].eval_every == 0:
+        print("error: the bench reads the held-out evaluations: eval_every must be > 0", file=sys.stderr)
         return 2
-    print(f"[bench] artifacts in {out}", flush=True)
+    print(f"[bench] {len(seeds)} seed(s); runs in {out}", flush=True)
 
-    # 1. before: the untrained model on the held-out games
-    training.train(before_config)
-    before = _eval_row(out / "before")
-    print(
-        f"[bench] before: win_rate={before['eval/win_rate']:.3f} ({(time.monotonic() - t0) / 60:.1f} min)",
-        flush=True,
-    )
-
-    # 2. SFT warm start on scripted games (training words, other candidate seeds)
-    warm_start = None
-    if args.sft_games > 0 and args.sft_steps > 0:
-        datums, scripted_win = asyncio.run(
-            scripted_datums(config, args.sft_games, seed=config.seed + 1000, player_name=args.sft_player)
-        )
+    results = []
+    for config in configs:
+        t0, load_before = time.monotonic(), _load()
+        training.train(config)
+        result = {
+            "seed": config.seed,
+            **seed_result(Path(config.log_path)),
+            "minutes": (time.monotonic() - t0) / 60,
+            "load_before": load_before,
+            "load_after": _load(),
+        }
+        results.append(result)
         print(
-            f"[bench] warm start: {len(datums)} scripted transcripts (scripted win rate {scripted_win:.2f})",
+            f"[bench] seed {config.seed}: held-out win after the warm start {result['win_rate_warm_start']:.3f}, "
+            f"after {result['rl_steps']} RL steps {result['win_rate_after']:.3f} "
+            f"(rl_gain {result['rl_gain']:+.3f}), question-turn fraction "
+            f"{result['question_turn_fraction_after']:.3f}; {result['minutes']:.1f} min "
+            f"(load {result['load_before']} -> {result['load_after']})",
             flush=True,
         )
-        from training._warm_start import supervised_warm_start
-
-        warm_start = supervised_warm_start(
-            datums,
-            steps=args.sft_steps,
-            batch_size=args.sft_batch,
-            learning_rate=args.sft_lr,
-            seed=config.seed,
-        )
-
-    # 3. RL within what is left of the budget, 4. final held-out evaluation (by the loop)
-    left = args.minutes - (time.monotonic() - t0) / 60 - FINAL_EVAL_RESERVE_MINUTES
-    if not args.quick:
-        config = training.parse_config(
-            TwentyQuestionsTrainConfig,
-            [*base, f"log_path={out / 'rl'}", f"time_budget_minutes={max(left, 1.0):.2f}"],
-        )
-    if config.eval_every == 0:  # the loop evaluates at the end only when eval_every > 0
-        config = training.parse_config(
-            TwentyQuestionsTrainConfig,
-            [*base, f"log_path={out / 'rl'}", f"eval_every={max(config.max_steps, 1)}"],
-        )
-    summary = training.train(config, warm_start=warm_start)
-    rl_rows = _eval_rows(out / "rl")
-    after, after_sft = rl_rows[-1], rl_rows[0]  # the loop evaluates at step 0, after the warm start
-    q = _question_fraction(after)
-    minutes = (time.monotonic() - t0) / 60
-    result = {
-        "win_rate_before": before["eval/win_rate"],
-        "win_rate_after": after["eval/win_rate"],
-        "win_rate_after_sft": after_sft["eval/win_rate"] if after_sft["step"] == 0 else None,
-        "question_turn_fraction_after_sft": _question_fraction(after_sft) if after_sft["step"] == 0 else None,
-        "question_turn_fraction_before": _question_fraction(before),
-        "question_turn_fraction_after": q,
-        "rl_steps": summary.end_step,
-        "minutes": minutes,
-        "quick": args.quick,
-        "sft_games": args.sft_games,
-        "sft_steps": args.sft_steps,
-        "sft_player": args.sft_player,
-        "overrides": base,
-    }
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    if after_sft["step"] == 0:
-        print(
-            f"[bench] after the warm start (step 0): win_rate={after_sft['eval/win_rate']:.3f} "
-            f"question_turn_fraction={_question_fraction(after_sft):.3f}"
-        )
-    print(f"[bench] {summary.end_step} RL steps, {minutes:.1f} min; details in {out / 'result.json'}")
-    print(
-        f"win_rate_before={before['eval/win_rate']:.3f} win_rate_after={after['eval/win_rate']:.3f} "
-        f"question_turn_fraction_after={q:.3f}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_text(
+        json.dumps({"quick": args.quick, "overrides": base, "goals": GOALS, "seeds": results}, indent=2) + "\n"
     )
+    print(f"[bench] details in {out / 'result.json'}")
+    print(summary_line(results))
     return 0
 
 

@@ -8,7 +8,7 @@ config as ONE nested chz field (``env: TwentyQuestionsConfig``, set from the com
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import chz
@@ -282,6 +282,13 @@ class Config:
         before anything is written; raise ``ValueError`` / ``OSError`` with a one-line message
         naming the file and the first bad line. Runs in the command line before the heavy
         imports, so it must stay cheap to import. Default: nothing to check."""
+
+    def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """The env's own figures of a held-out evaluation, derived from its metrics (the keys of an
+        ``eval.jsonl`` row without the ``eval/`` prefix, e.g. ``env/all/<env metric>``): logged in
+        that row as ``eval/<name>`` and shown next to the win rate after each evaluation and in
+        the run's summary. None by default; Twenty Questions adds its question-turn fraction."""
+        return {}
 
     def lr_at(self, step: int) -> float:
         """Learning rate of step ``step`` under :attr:`lr_schedule`."""

@@ -88,6 +88,10 @@ class TrainSummary:
     steps_logged: int = 0
     """Steps in ``metrics.jsonl``."""
 
+    figures: tuple[str, ...] = ()
+    """The env's own held-out figures (:meth:`training.Config.eval_figures`) shown next to the win
+    rate in :meth:`describe`."""
+
     @property
     def learned_nothing(self) -> bool:
         """Most steps trained on no datum: the policy (almost) never changed."""
@@ -109,18 +113,28 @@ class TrainSummary:
                 f"{ws.get('warm_start/loss_first', 0.0):.3f} -> {ws.get('warm_start/loss_last', 0.0):.3f}"
             )
         if self.warm_start_eval:
-            lines.append(f"held-out after the warm start: {_eval_line(self.warm_start_eval)}")
+            lines.append(f"held-out after the warm start: {_eval_line(self.warm_start_eval, self.figures)}")
         if self.final_eval and self.final_eval is not self.warm_start_eval:
-            lines.append(f"held-out after {self.final_eval.get('step')} RL steps: {_eval_line(self.final_eval)}")
+            lines.append(
+                f"held-out after {self.final_eval.get('step')} RL steps: {_eval_line(self.final_eval, self.figures)}"
+            )
         lines.append(f"artifacts: {self.log_path}")
         return "\n".join(lines)
 
 
-def _eval_line(row: dict[str, Any]) -> str:
+def _figures_line(row: dict[str, Any], figures: Sequence[str]) -> str:
+    """``name=value`` of each of the env's figures present in an ``eval.jsonl`` row."""
+    return " ".join(
+        f"{name}={row[f'eval/{name}']:.3f}" for name in figures if isinstance(row.get(f"eval/{name}"), float)
+    )
+
+
+def _eval_line(row: dict[str, Any], figures: Sequence[str] = ()) -> str:
     win = row.get("eval/win_rate")
     rew = row.get("eval/reward/mean")
     if isinstance(win, float) and isinstance(rew, float):
-        return f"win_rate={win:.3f} reward={rew:.3f}"
+        extra = _figures_line(row, figures)
+        return f"win_rate={win:.3f} reward={rew:.3f}" + (f" {extra}" if extra else "")
     return str(row)
 
 
@@ -451,8 +465,9 @@ class _Run:
         rows = self.eval_log.rows()
         warm = read_json(log_path / WARM_START_FILE)
         after_warm = next((r for r in rows if int(r["step"]) == 0), {}) if warm else {}
+        figures = self._figure_names()
         if after_warm:
-            logger.info("held-out after the warm start: %s", _eval_line(after_warm))
+            logger.info("held-out after the warm start: %s", _eval_line(after_warm, figures))
         steps = self.metrics_log.rows()
         return TrainSummary(
             log_path=log_path,
@@ -464,7 +479,13 @@ class _Run:
             warm_start_eval=after_warm,
             steps_without_datum=sum(1 for r in steps if r.get(METRIC_NO_DATUM)),
             steps_logged=len(steps),
+            figures=figures,
         )
+
+    def _figure_names(self) -> tuple[str, ...]:
+        """Names of the env's own held-out figures in the evaluation rows so far."""
+        rows = self.eval_log.rows()
+        return tuple(self.config.eval_figures({k.removeprefix("eval/"): v for k, v in rows[-1].items()})) if rows else ()
 
     def _rollout_config(self) -> EngineConfig:
         return rollout_config(self.config.max_tokens, compaction_period=self.config.compaction_period)
@@ -657,6 +678,7 @@ class _Run:
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)
+        metrics.update(self.config.eval_figures(metrics))
         metrics["time"] = time.monotonic() - t
         row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})
         write_transcripts(
@@ -668,7 +690,7 @@ class _Run:
             win_metric=self.config.win_metric,
         )
         self._plot()
-        self.display.eval_done(step, row)
+        self.display.eval_done(step, row, _figures_line(row, self._figure_names()))
 
     def _plot(self) -> None:
         try:
@@ -677,6 +699,7 @@ class _Run:
                 read_rows(self.log_path / METRICS_FILE),
                 read_rows(self.log_path / EVAL_FILE),
                 title=f"{os.path.basename(self.log_path)} · {self.config.model_name}",
+                warm_start=(self.log_path / WARM_START_FILE).is_file(),
             )
         except Exception:  # a plotting problem must never stop training
             logger.exception("could not draw the reward curve")

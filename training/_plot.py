@@ -1,8 +1,10 @@
 """The reward curve: ``reward_curve.png`` in the run folder, redrawn after every step.
 
 Top panel: training reward (mean with a one-std band) and, when evaluated, held-out reward.
-Bottom panel: training win rate and held-out win rate. matplotlib with the Agg backend; the
-PNG is written to a temporary file and renamed, so a reader never sees a half-written image.
+Bottom panel: training win rate and held-out win rate; the first and the last held-out points
+are labelled with their values (after the warm start, or untrained, at step 0; after the RL
+steps at the end), so each stage's result reads off the image. matplotlib with the Agg backend;
+the PNG is written to a temporary file and renamed, so a reader never sees a half-written image.
 """
 
 from __future__ import annotations
@@ -25,14 +27,29 @@ def _series(rows: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[f
     return xs, ys
 
 
+def _stage_labels(xs: Sequence[int], ys: Sequence[float], warm_start: bool) -> list[tuple[int, float, str]]:
+    """Labels of the held-out points that close a stage: step 0 (untrained, or after the warm
+    start) and the last one (after that many RL steps)."""
+    labels: list[tuple[int, float, str]] = []
+    if xs[0] == 0:
+        labels.append((0, ys[0], "after warm start" if warm_start else "untrained"))
+    if xs[-1] > 0:
+        labels.append((xs[-1], ys[-1], f"after {xs[-1]} RL steps"))
+    return labels
+
+
 def plot_reward_curve(
     path: Path,
     train_rows: Sequence[dict[str, Any]],
     eval_rows: Sequence[dict[str, Any]],
     *,
     title: str = "",
+    warm_start: bool = False,
 ) -> Path:
-    """Draw the reward and win-rate curves of a run into ``path`` (PNG); return ``path``."""
+    """Draw the reward and win-rate curves of a run into ``path`` (PNG); return ``path``.
+
+    ``warm_start``: the run had a warm start, so the held-out point at step 0 is labelled
+    "after warm start" (else "untrained")."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -64,6 +81,14 @@ def plot_reward_curve(
         ewx, ewy = _series(eval_rows, "eval/win_rate")
         if ewx:
             ax_w.plot(ewx, ewy, marker="s", ls="--", label="held-out win rate")
+            for x, y, text in _stage_labels(ewx, ewy, warm_start):
+                ax_w.annotate(
+                    f"{text}: {y:.2f}",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(4, -12 if y > 0.9 else 6),
+                    fontsize=8,
+                )
         ax_w.set_ylim(-0.05, 1.05)
         ax_w.set_xlabel("step (eval: after that many steps)")
         ax_w.set_ylabel("win rate")

@@ -92,14 +92,16 @@ class ProgressDisplay:
         else:
             print(f"[{step + 1}/{self.total}] " + step_summary(step, metrics), file=sys.stderr, flush=True)
 
-    def eval_done(self, step: int, metrics: Mapping[str, Any]) -> None:
-        """Show the result of the evaluation after ``step`` training steps."""
+    def eval_done(self, step: int, metrics: Mapping[str, Any], figures: str = "") -> None:
+        """Show the result of the evaluation after ``step`` training steps (``figures``: the env's
+        own figures, already formatted)."""
         self._eval = _fmt(metrics, "eval/win_rate", ".2f")
         if not self.enabled:
             return
         line = (
             f"eval after {step} steps: win {self._eval} reward {_fmt(metrics, 'eval/reward/mean')} "
             f"turns {_fmt(metrics, 'eval/turns/mean', '.2f')} ({_fmt(metrics, 'eval/episodes', '.0f')} episodes)"
+            + (f" {figures}" if figures else "")
         )
         if self._progress is not None:
             self._progress.console.print(line)

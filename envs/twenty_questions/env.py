@@ -515,6 +515,8 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     """Sampling temperature of the LLM answerer (0: greedy)."""
     base_url: str | None = None
     """Tinker service URL for the LLM answerer."""
+    scripted_split_noise: float = 0.0
+    """Warm-start games (:meth:`scripted_episodes`): the halving player's ``split_noise``."""
 
     @chz.validate
     def _check(self) -> None:
@@ -589,7 +591,12 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             word, candidates = pool.item(i)
             env = TwentyQuestionsEnv(renderer, word, KBAnswerer(), self.env, candidates)
             player = (
-                HalvingPlayer(candidates, max_questions=self.env.max_questions)
+                HalvingPlayer(
+                    candidates,
+                    max_questions=self.env.max_questions,
+                    split_noise=self.scripted_split_noise,
+                    seed=seed * 100_003 + i,
+                )
                 if candidates
                 else KBOptimalPlayer(max_questions=self.env.max_questions)
             )

@@ -19,6 +19,7 @@ episodes with them (``TwentyQuestionsDatasetBuilder.scripted_episodes``).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -138,18 +139,32 @@ class HalvingPlayer(MessageCompleter):
     """Turns allowed; the player guesses on the last one at the latest."""
     kb: KnowledgeBase = field(default_factory=default_kb)
     """The knowledge base the answers are read with."""
+    split_noise: float = 0.0
+    """Probability that a question names a random number of the words still possible (1 to all
+    but one, uniformly) instead of half of them: a weaker player for warm starts that leave RL
+    something to learn (1.0: every split is random)."""
+    seed: int = 0
+    """Seed of the random splits (the draw of turn ``t`` depends on ``seed`` and ``t`` only, so
+    the player stays a function of the conversation)."""
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("HalvingPlayer needs the candidate list")
+        if not 0.0 <= self.split_noise <= 1.0:
+            raise ValueError(f"split_noise must be in [0, 1], got {self.split_noise}")
 
     def next_text(self, messages: Sequence[Message]) -> str:
         """The player's next message."""
         remaining = consistent_words(self.candidates, messages, self.kb) or list(self.candidates)
-        turns_left = self.max_questions - sum(1 for m in messages if m["role"] == "assistant")
-        if len(remaining) <= 2 or turns_left <= 1:
+        turns_used = sum(1 for m in messages if m["role"] == "assistant")
+        if len(remaining) <= 2 or self.max_questions - turns_used <= 1:
             return f"Guess: {remaining[0]}"
-        return set_question(remaining[: len(remaining) // 2])
+        named = len(remaining) // 2
+        if self.split_noise:
+            rng = random.Random(f"halving/{self.seed}/{turns_used}")
+            if rng.random() < self.split_noise:
+                named = rng.randint(1, len(remaining) - 1)
+        return set_question(remaining[:named])
 
     async def __call__(self, messages: list[Message]) -> Message:
         return {"role": "assistant", "content": self.next_text(messages)}

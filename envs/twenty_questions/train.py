@@ -37,7 +37,8 @@ field of the game as a nested key (``env.candidates=8``, ``env.max_questions=6``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import chz
 
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from envs.twenty_questions import TwentyQuestionsDatasetBuilder
 
 WIN_METRIC = "twenty_questions/win"
+QUESTIONS_METRIC = "twenty_questions/questions"
+TURNS_METRIC = "twenty_questions/turns"
 
 
 @chz.chz
@@ -76,6 +79,18 @@ class TwentyQuestionsTrainConfig(training.Config):
     eval_group_size: int = 4
     """Games per held-out word."""
 
+    scripted_split_noise: float = 0.0
+    """Warm start (``warm_start.episodes > 0``): probability that a scripted question splits the
+    words still possible at random instead of in half."""
+
+    def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """``question_turn_fraction``: the share of the player's held-out turns that were questions."""
+        questions = metrics.get(f"env/all/{QUESTIONS_METRIC}")
+        turns = metrics.get(f"env/all/{TURNS_METRIC}")
+        if not isinstance(questions, int | float) or not isinstance(turns, int | float) or turns <= 0:
+            return {}
+        return {"question_turn_fraction": float(questions) / float(turns)}
+
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
         from envs.twenty_questions import TwentyQuestionsDatasetBuilder
@@ -90,6 +105,7 @@ class TwentyQuestionsTrainConfig(training.Config):
             num_batches=max(1, self.max_steps),
             test_group_size=self.eval_group_size,
             test_batch_size=self.eval_words,
+            scripted_split_noise=self.scripted_split_noise,
         )
 
 
