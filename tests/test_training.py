@@ -327,3 +327,14 @@ def test_a_run_that_trains_on_no_datum_says_so(tmp_path: Path, capsys: pytest.Ca
     assert "warm start" in summary.describe()
     log = (tmp_path / "train.log").read_text()
     assert "step 0 trained on no datum: every one of the 2 groups gave all its episodes one reward" in log
+
+
+def test_reward_curve_labels_each_stage_on_the_held_out_curve() -> None:
+    from training._plot import _stage_labels
+
+    assert _stage_labels([0, 10, 20], [0.4, 0.7, 0.9], warm_start=True) == [
+        (0, 0.4, "after warm start"),
+        (20, 0.9, "after 20 RL steps"),
+    ]
+    assert _stage_labels([0], [0.1], warm_start=False) == [(0, 0.1, "untrained")]
+    assert _stage_labels([5, 10], [0.5, 0.6], warm_start=False) == [(10, 0.6, "after 10 RL steps")]

@@ -95,5 +95,18 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None
     assert "env/all/twenty_questions/question_fraction" in rows[0]
     evals = read_rows(tmp_path / "eval.jsonl")
     assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval/episodes"] == 4.0
+    # the env's own held-out figure: questions / turns, logged and shown in the summary
+    for row in evals:
+        questions, turns = row["eval/env/all/twenty_questions/questions"], row["eval/env/all/twenty_questions/turns"]
+        assert row["eval/question_turn_fraction"] == questions / turns
+    assert f"question_turn_fraction={evals[-1]['eval/question_turn_fraction']:.3f}" in summary.describe()
     assert (tmp_path / "transcripts" / "eval_step0001.html").read_text().count('class="ep"') == 4
     assert (tmp_path / "reward_curve.png").is_file()
+
+
+def test_eval_figures_is_the_question_turn_fraction() -> None:
+    config = training.parse_config(TwentyQuestionsTrainConfig, [])
+    assert config.eval_figures({"env/all/twenty_questions/questions": 1.5, "env/all/twenty_questions/turns": 3.0}) == {
+        "question_turn_fraction": 0.5
+    }
+    assert config.eval_figures({"env/all/twenty_questions/turns": 0.0}) == {}  # nothing played: no figure
