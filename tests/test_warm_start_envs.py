@@ -12,6 +12,7 @@ from envs import PlayerPolicy
 from envs.twenty_questions.train import TwentyQuestionsTrainConfig
 from training._rollouts import rollout_config
 
+
 def _weight_runs(weights: list[float]) -> list[int]:
     """Lengths of the runs of trained (weight > 0) tokens: one per player turn."""
     runs, current = [], 0
