@@ -9,36 +9,35 @@ from pathlib import Path
 
 import chz
 
+import envs.twenty_questions.train as train_module
 import training
 from envs.twenty_questions.config import TwentyQuestionsConfig
-from envs.twenty_questions.train import TwentyQuestionsTrainConfig, main
+from envs.twenty_questions.train import SMOKE_TEST, TwentyQuestionsTrainConfig, main
 from training._logging import read_rows
 
 REPO = Path(__file__).resolve().parents[1]
+_TRAIN_DOC = train_module.__doc__ or ""
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
 
 
-def test_defaults_are_the_easy_local_setting() -> None:
+def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, [])
     assert config.model_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert config.env == TwentyQuestionsConfig()  # the game's one set of defaults, not a copy
-    assert (config.env.candidates, config.env.max_questions, config.batch_size, config.group_size) == (
-        4,
-        4,
-        4,
-        8,
-    )
-    assert (config.learning_rate, config.lora_rank, config.max_tokens, config.temperature) == (
-        1e-3,
-        16,
-        16,
-        1.0,
-    )
+    # more candidates than turns: enumeration wins at most 4 of 8; questions are free
+    game = config.env
+    assert (game.candidates, game.max_questions, config.batch_size, config.group_size) == (8, 4, 4, 8)
+    assert game.question_reward == 0.0 and game.wrong_guess_reward == 0.0
+    assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 1.0)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
+    # a warm start on a noisy scripted player, then RL, each evaluated
+    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 1.0
+    assert 0 < config.eval_every < config.max_steps
     builder = config.dataset_builder()
-    assert builder.env is config.env and builder.env.question_reward == -0.05
+    assert builder.env is config.env and builder.env.format_penalty == 0.1
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
+    assert builder.scripted_split_noise == 1.0
     assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
     assert builder.model_name_for_tokenizer == config.model_name and builder.renderer_name is None
 
@@ -56,6 +55,21 @@ def test_every_game_field_is_a_nested_key(capsys) -> None:
     assert main(["--help"]) == 0
     help_text = capsys.readouterr().out
     assert all(key in help_text for key in keys)
+
+
+def test_setting_one_warm_start_key_keeps_the_other_defaults() -> None:
+    default = training.parse_config(TwentyQuestionsTrainConfig, []).warm_start
+    changed = training.parse_config(TwentyQuestionsTrainConfig, ["warm_start.steps=3"]).warm_start
+    assert changed.steps == 3 and (changed.episodes, changed.batch_size) == (default.episodes, default.batch_size)
+    assert training.parse_config(TwentyQuestionsTrainConfig, ["warm_start.episodes=0"]).warm_start.episodes == 0
+
+
+def test_smoke_test_keys_are_the_easy_setting() -> None:
+    config = training.parse_config(TwentyQuestionsTrainConfig, list(SMOKE_TEST))
+    assert (config.env.candidates, config.env.max_questions, config.env.question_reward) == (4, 4, -0.05)
+    assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
+    assert (config.max_steps, config.eval_every) == (25, 10)
+    assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys
 
 
 def test_unknown_key_exits_2_with_one_line() -> None:

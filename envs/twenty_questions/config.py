@@ -24,20 +24,20 @@ CANDIDATES_SENTENCE = " It is one of these words: {words}."
 class TwentyQuestionsConfig:
     """Rules, rewards and difficulty of one game (picklable, frozen).
 
-    The defaults are the easy setting that SmolLM2-135M learns on 2 CPU cores in about 15 minutes
-    (``python -m envs.twenty_questions.train``): 4 candidate words listed in the prompt, 4 turns,
-    a small cost per question, truncated turns played as written. Why charge for asking: with 4
-    candidates in 4 turns, guessing them in turn always wins, so a question cannot help, and
-    without the cost a run can settle on "ask anything" (a question scores 0, a ramble -0.1, and
-    the untrained model asks far more often than it guesses), where wins, and so learning, become
-    rare. Why play truncated turns: a 16-token turn budget cuts ~90% of the untrained model's
-    turns, often after a correct ``Guess: <word>``. The classic game is
-    ``TwentyQuestionsConfig(max_questions=20, candidates=0, question_reward=0.0, play_truncated=False)``.
+    The defaults are the real game that ``python -m envs.twenty_questions.train`` (``make
+    train``) teaches SmolLM2-135M: 8 candidate words listed in the prompt and 4 turns, so guessing
+    them in turn wins at most half the games and winning more takes questions that split the
+    words still possible; questions are free; truncated turns are played as written (a 16-token
+    budget cut ~90% of the untrained model's turns, often after a correct ``Guess: <word>``).
+    The easy smoke-test setting is ``candidates=4, question_reward=-0.05`` (4 candidates in 4
+    turns: asking cannot help, and without the cost a run can settle on "ask anything", where
+    wins, and so learning, become rare). The classic game is
+    ``TwentyQuestionsConfig(max_questions=20, candidates=0, play_truncated=False)``.
     """
 
     max_questions: int = 4
     """Player turns allowed (questions, guesses and format violations all count)."""
-    candidates: int = 4
+    candidates: int = 8
     """Difficulty: tell the player the secret is one of this many listed words (0: not told)."""
     win_reward: float = 1.0
     """Reward for guessing the secret word."""
@@ -45,9 +45,9 @@ class TwentyQuestionsConfig:
     """Extra reward for winning early: ``efficiency_bonus * (max_questions - turns_before) / max_questions``."""
     wrong_guess_reward: float = 0.0
     """Reward of a wrong guess (e.g. negative to discourage guessing every candidate)."""
-    question_reward: float = -0.05
-    """Reward of a question (negative: a cost of asking, for settings where asking cannot help;
-    see the class docstring)."""
+    question_reward: float = 0.0
+    """Reward of a question (negative: a cost of asking, for settings where asking cannot help,
+    e.g. the smoke test's -0.05; see the class docstring)."""
     max_guesses: int | None = None
     """Wrong guesses allowed before the game is lost (None: any number, within the turn budget)."""
     format_penalty: float = 0.1

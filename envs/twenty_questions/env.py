@@ -11,7 +11,7 @@ Rewards (all configurable in :class:`TwentyQuestionsConfig`), given on the step 
   on the first turn earns the whole bonus); the episode ends (``stop/completed``).
 - wrong guess: ``wrong_guess_reward``; the player is told "No, it is not <word>." and plays on,
   unless ``max_guesses`` wrong guesses have been made (then the episode ends, ``stop/completed``).
-- a question: ``question_reward`` (-0.05 by default: asking costs something), and the answerer's
+- a question: ``question_reward`` (0 by default; negative makes asking cost something), and the answerer's
   reply.
 - a turn that is neither one question nor one guess: ``-format_penalty``, and the player is
   reminded of the format; the episode goes on.

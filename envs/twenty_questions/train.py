@@ -1,38 +1,54 @@
 """Train a Twenty Questions player: ``python -m envs.twenty_questions.train [key=value ...]``.
 
-With no arguments: the game's default setting (:class:`~envs.twenty_questions.config.TwentyQuestionsConfig`:
-4 candidate words listed in the prompt, 4 turns, a -0.05 cost per question, truncated turns
-played as written; its docstring says why) with the deterministic KB answerer, on the local
-backend with the embedded SmolLM2-135M (offline): LoRA rank 16 on every linear layer, lr 1e-3
-(AdamW, grad clip 1.0), 4 words x 8 games per step at temperature 1, 16 tokens per turn,
-constant-reward groups skipped, 25 steps, the compute dtype a quick probe finds faster on the
-machine (``local_compute_dtype=auto``: bfloat16 where it pays, e.g. with AMX, float32 elsewhere).
-Held-out evaluation (64 games: 16 held-out words x 4, the same games every time) before training,
-after steps 10 and 20 and at the end.
+With no arguments (``make train``): the real game on the local backend with the embedded
+SmolLM2-135M (offline). 8 candidate words are listed in the prompt and the player has 4 turns,
+so guessing the candidates in turn wins at most half the games: winning more needs questions
+that split the words still possible ("Is it crab, owl, chicken or broccoli?", which the KB
+answerer reads as a disjunction). Questions are free; a right guess scores 1, anything else 0
+(-0.1 for a turn that is neither a question nor a guess).
 
-Learning to ask is the separate setting of ``bench/twenty_questions_learning.py`` (8 candidates,
-4 turns, no cost).
+Two stages, each reported on its own (held-out win rate and question-turn fraction in the log,
+in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with both):
 
-Measured (2 cores, 2026-12-03; held-out win rate after steps 0 / 10 / 20 / 25):
-- this default, from a fresh clone (``make train``, idle machine): 0 / 0.56 / 0.83 / 0.88 in
-  13.9 min (15.3 min with the set-up); an earlier fresh clone: 0.02 / 0.36 / 0.83 / 0.84 in
-  18.6 min (tests ran beside it for a while); at 20 steps: 0 / 0.72 / 0.83 in 10.9 min;
-- float32, no question cost, 20 steps: 0 / 0.36 / 0.81 in 15.1 min; another draw (bfloat16)
-  asked on every turn with no win by step 4 (stopped);
-- plus ``env.truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min (turns get short, so
-  steps are cheap); with ``lr_scale_by_signal=true`` too: 0 / 0.64 / 0.78 / 0.80 in 11.8 min;
-  with ``lr_schedule=linear`` instead: 0 / 0.09 / 0.58 (stopped at step 20): that draw first
-  learned short questions (-0.05 beats a cut ramble at -0.15) and found guessing late, with the
-  rate already decayed. So the default charges neither.
-The learned policy enumerates the candidates (``Guess: <word>``). Runs differ although the seed is
-fixed (the sampler draws unseeded), so treat a single run's curve as one draw.
+1. **Warm start** (``warm_start.*``): 8 ``cross_entropy`` steps on 64 scripted games of a *noisy*
+   halving player (``scripted_split_noise=1``: each of its questions names a random number of
+   the words still possible, 1 to all but one, instead of half; it wins ~0.69 of the games where
+   exact halving wins all). The policy learns the moves (set questions copied from the prompt,
+   then ``Guess: <word>``), not the strategy: it lands at or below enumeration's 0.5.
+2. **RL**: importance-sampling policy gradient, LoRA rank 16, 4 words x 8 games per step at
+   temperature 1, 24 tokens per turn, constant-reward groups skipped, {RL}, the compute dtype a
+   quick probe finds faster on the machine (``local_compute_dtype=auto``).
+   Held-out evaluation (64 games: 16 held-out words x 4, the same games every time) after the
+   warm start (step 0), after step {MID} and at the end.
+
+Why the warm start is weak on purpose: a warm start on exact halving games already wins 0.97
+held-out, and RL then has nothing to add (the learning bench measured 0.969 after the warm start,
+0.953 after RL at lr 1e-4); at lr 5e-4 from there, steps trained on the one or two groups that
+were not all wins, and Adam moves the weights by about the learning rate whatever the evidence, so
+the policy random-walked from 0.97 to 0.33 in 31 steps. {ROBUST}
+
+Measured ({MEASURED}):
+{FIGURES}
+
+The smoke test is the old easy setting (4 candidates in 4 turns, where asking cannot help, so
+questions cost 0.05 and the policy learns to enumerate; no warm start)::
+
+    python -m envs.twenty_questions.train env.candidates=4 env.question_reward=-0.05 \
+        warm_start.episodes=0 learning_rate=1e-3 max_tokens=16 max_steps=25 eval_every=10
+
+(:data:`SMOKE_TEST` holds these keys). Its earlier draws (2 cores, 2026-12-03, bfloat16; held-out win
+after steps 0 / 10 / 20 / 25): 0 / 0.56 / 0.83 / 0.88 in 13.9 min from a fresh clone on an idle
+machine; 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min (tests beside it); plus
+``env.truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min; with ``lr_schedule=linear``:
+0 / 0.09 / 0.58 at step 20 (that draw learned short questions first, guessing late).
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
-``backend=tinker``, ``model_name=...``, ``log_path=...``, ``max_steps_off_policy=1``...), every
-field of the game as a nested key (``env.candidates=8``, ``env.max_questions=6``,
-``env.wrong_guess_reward=-0.2``, ``env.prompt=...``), and the data keys below (``batch_size``,
-``group_size``, ``eval_words``, ``eval_group_size``). ``--help`` lists them. Artifacts go to
-``log_path`` (printed at start); rerunning with the same ``log_path`` resumes.
+``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``, ``warm_start.episodes=0``...),
+every field of the game as a nested key (``env.candidates=16``, ``env.max_questions=5``,
+``env.wrong_guess_reward=-0.2``, ``env.prompt=...``; :class:`~envs.twenty_questions.config.TwentyQuestionsConfig`
+holds the game's one set of defaults, the main job's), and the data keys below (``batch_size``,
+``group_size``, ``eval_words``, ``eval_group_size``, ``scripted_split_noise``). ``--help`` lists them. Artifacts go to ``log_path`` (printed at start); rerunning with the same
+``log_path`` resumes.
 """
 
 from __future__ import annotations
@@ -49,21 +65,47 @@ if TYPE_CHECKING:
     from envs.twenty_questions import TwentyQuestionsDatasetBuilder
 
 WIN_METRIC = "twenty_questions/win"
+SMOKE_TEST = (
+    "env.candidates=4",
+    "env.question_reward=-0.05",
+    "warm_start.episodes=0",
+    "learning_rate=1e-3",
+    "lr_scale_by_signal=false",
+    "max_tokens=16",
+    "max_steps=25",
+    "eval_every=10",
+)
+"""Keys of the smoke test: the easy setting (4 candidates in 4 turns, questions cost 0.05, no
+warm start), which the policy learns by enumerating the candidates (module docstring)."""
 QUESTIONS_METRIC = "twenty_questions/questions"
 TURNS_METRIC = "twenty_questions/turns"
+
+
+@chz.chz
+class TwentyQuestionsWarmStart(training.WarmStartConfig):
+    """:class:`training.WarmStartConfig` with the main job's defaults (a subclass, so that setting
+    one key, e.g. ``warm_start.steps=4``, keeps the others' defaults)."""
+
+    episodes: int = 64
+    steps: int = 8
+    batch_size: int = 16
 
 
 @chz.chz
 class TwentyQuestionsTrainConfig(training.Config):
     """:class:`training.Config` with Twenty Questions loop defaults, the game (``env.*``) and its data keys."""
 
-    # --- loop defaults for this env (the ~15-minute local run) -------------------------------
+    # --- loop defaults for this env (the main job: warm start, then RL; module docstring) ----
     log_path: str = "runs/twenty_questions/default"
-    max_tokens: int = 16
-    max_steps: int = 25
-    eval_every: int = 10
+    max_tokens: int = 24
+    max_steps: int = 16
+    learning_rate: float = 2e-4
+    lr_scale_by_signal: bool = True
+    eval_every: int = 8
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
+    warm_start: TwentyQuestionsWarmStart = chz.field(default_factory=TwentyQuestionsWarmStart)
+    """The warm start on scripted games (``warm_start.episodes=0``: none; module docstring)."""
 
     # --- the game: rules, rewards, difficulty (its own defaults, nested keys env.<field>) -----
     env: TwentyQuestionsConfig = chz.field(default_factory=TwentyQuestionsConfig)
@@ -79,9 +121,10 @@ class TwentyQuestionsTrainConfig(training.Config):
     eval_group_size: int = 4
     """Games per held-out word."""
 
-    scripted_split_noise: float = 0.0
+    scripted_split_noise: float = 1.0
     """Warm start (``warm_start.episodes > 0``): probability that a scripted question splits the
-    words still possible at random instead of in half."""
+    words still possible at random instead of in half (0: exact halving, which leaves RL nothing
+    to add; see the module docstring)."""
 
     def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         """``question_turn_fraction``: the share of the player's held-out turns that were questions."""
