@@ -27,7 +27,8 @@ def _weight_runs(weights: list[float]) -> list[int]:
 
 def test_twenty_questions_scripts_halving_games_as_one_sequence_each() -> None:
     config = training.parse_config(
-        TwentyQuestionsTrainConfig, ["env.candidates=8", "env.max_questions=4", "env.question_reward=0"]
+        TwentyQuestionsTrainConfig,
+        ["env.candidates=8", "env.max_questions=4", "env.question_reward=0", "scripted_split_noise=0"],
     )
     builder = config.dataset_builder()
     assert isinstance(builder, training.SupportsScriptedEpisodes)
