@@ -23,6 +23,9 @@ question_turn_fraction_after=0.031 seeds=1`` (2 warm-start steps on 8 games and 
 proves the pipeline, not learning). The three-seed run of the default has not been made yet; the
 warm start alone measured 0.297 held-out there (``envs/twenty_questions/train.py``).
 
+``--runs DIR [DIR ...]`` reads finished run folders instead (e.g. ``make train``'s with
+``ARGS="seed=1 log_path=..."``), prints the same per-run and last lines, and trains nothing.
+
 ``--quick`` runs the same pipeline on one seed in a few minutes (a tiny warm start, one RL step,
 8 evaluation games) to prove it works end to end; it says nothing about learning. Any
 ``key=value`` argument is passed to the training config of every seed (``learning_rate=5e-4``,
@@ -88,6 +91,26 @@ def summary_line(results: list[dict[str, Any]]) -> str:
     )
 
 
+def _read_runs(folders: list[Path]) -> int:
+    """``--runs``: the figures of finished run folders, without training."""
+    results = []
+    for folder in folders:
+        try:
+            result = seed_result(folder)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: {folder}: {exc}", file=sys.stderr)
+            return 2
+        results.append(result)
+        print(
+            f"[bench] {folder}: held-out win after the warm start {result['win_rate_warm_start']:.3f}, "
+            f"after {result['rl_steps']} RL steps {result['win_rate_after']:.3f} "
+            f"(rl_gain {result['rl_gain']:+.3f}), question-turn fraction {result['question_turn_fraction_after']:.3f}",
+            flush=True,
+        )
+    print(summary_line(results))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the result line last."""
     parser = argparse.ArgumentParser(
@@ -98,8 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", default=None, help="folder of the runs (default runs/bench/twenty_questions_learning/<time>)"
     )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="read these finished run folders (e.g. make train's, one per seed) instead of training",
+    )
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides")
     args = parser.parse_args(argv)
+    if args.runs is not None:
+        return _read_runs([Path(d) for d in args.runs])
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -62,3 +62,23 @@ def test_bench_refuses_a_run_without_evaluations(capsys: pytest.CaptureFixture[s
     bench = _bench_module()
     assert bench.main(["--quick", "eval_every=0"]) == 2
     assert "eval_every must be > 0" in capsys.readouterr().err
+
+
+def test_bench_reads_finished_runs_without_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench_module()
+    a = _run_folder(tmp_path, "a", [(0, 0.25, 0.6), (16, 0.5, 0.7)])
+    b = _run_folder(tmp_path, "b", [(0, 0.375, 0.5), (16, 0.875, 0.65)])
+    assert bench.main(["--runs", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "after 16 RL steps 0.500 (rl_gain +0.250)" in out[0]
+    assert out[-1] == (
+        "win_rate_warm_start=0.375 win_rate_after=0.500 rl_gain=+0.250 question_turn_fraction_after=0.650 seeds=2"
+    )
+    assert not (tmp_path / "a" / "metrics.jsonl").exists()  # nothing was trained
+
+
+def test_bench_refuses_an_unfinished_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench_module()
+    assert bench.main(["--runs", str(_run_folder(tmp_path, "warm_only", [(0, 0.3, 0.6)]))]) == 2
+    assert "need held-out evaluations at step 0 and after RL" in capsys.readouterr().err
+    assert bench.main(["--runs", str(tmp_path / "missing")]) == 2
