@@ -17,11 +17,14 @@ with the worst seed's figure for each goal: ``a`` the highest warm-start win rat
 start alone stays <= 0.5, so RL has room), ``b`` the lowest win rate after RL (goal >= 0.8),
 ``g`` the smallest gain (goal >= +0.2), ``q`` the lowest question-turn fraction (goal >= 0.5).
 
-Measured: only ``--quick`` so far (2026-12-03, a 2-core machine at load ~20 with its memory full:
-26.7 min wall, 234 CPU-s): ``win_rate_warm_start=0.000 win_rate_after=0.125 rl_gain=+0.125
-question_turn_fraction_after=0.031 seeds=1`` (2 warm-start steps on 8 games and one RL step: it
-proves the pipeline, not learning). The three-seed run of the default has not been made yet; the
-warm start alone measured 0.297 held-out there (``envs/twenty_questions/train.py``).
+Measured (2026-12-03, 2-core machine shared with two other engineers' runs, load 3.2-9.7):
+``--runs`` on make train's seed-0 run (commit 0417759; ``envs/twenty_questions/train.py`` has
+the details): ``win_rate_warm_start=0.219 win_rate_after=0.484 rl_gain=+0.266
+question_turn_fraction_after=0.332 seeds=1``: RL's gain meets +0.2 on a warm start <= 0.5, the
+win rate after RL (0.8) and the asking (0.5) do not. Seeds 1 and 2 not measured. Earlier,
+``--quick`` (load ~20: 26.7 min wall, 234 CPU-s): ``win_rate_warm_start=0.000
+win_rate_after=0.125 rl_gain=+0.125 question_turn_fraction_after=0.031 seeds=1`` (2 warm-start
+steps on 8 games and one RL step: it proves the pipeline, not learning).
 
 ``--runs DIR [DIR ...]`` reads finished run folders instead (e.g. ``make train``'s with
 ``ARGS="seed=1 log_path=..."``), prints the same per-run and last lines, and trains nothing.

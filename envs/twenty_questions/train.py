@@ -33,25 +33,24 @@ that are not constant (``lr_scale_by_signal``: ~0.94 at the start, so it changes
 the steps that would train on one or two groups once most games are won move the weights that
 much less).
 
-Measured (2 cores shared with ~6 engineers' test suites and benches, load average 16-20, memory
-full; float32; 2026-12-03). Wall times there are ~15x an idle machine's; CPU time (user+sys,
-``/usr/bin/time -v``) is the honest cost:
-- seed 0, warm start (8 steps: 1674 s wall), then the step-0 evaluation (64 games: 800 s wall):
-  held-out win **0.297**, question-turn fraction 0.646, 0.016 format violations per game. The
-  transcripts show set questions and final guesses, but also questions naming words that are not
-  listed and guesses of words already ruled out: consistency is what RL has to learn. The run was
-  then killed by the kernel's OOM killer (the machine's 24 GiB were full) during RL step 0, after
-  589 CPU-s (554 user + 35 sys) for model load + warm start + one evaluation + part of a step.
-- RL stage: NOT MEASURED yet (no second run fit the session on that machine): whether RL reaches
-  >= 0.8 held-out (+0.2 over the warm start) in 16 steps at lr 2e-4, the goals of this default, is
-  open. Measure three seeds on an idle machine with ``python bench/twenty_questions_learning.py``
-  (it runs this default per seed and prints each stage) and record them here.
-- Cost estimate for an idle machine (2 threads busy: wall ~ CPU-s / 2; float32, before the
-  batched-prefill sampler): model load + warm start ~318 CPU-s (~2.7 min), one 64-game
-  evaluation ~152 CPU-s (~1.3 min), an RL step not measured (guessed ~1 min: 32 games sampled,
-  ~6k tokens trained): about 2.7 + 3 x 1.3 + 16 = ~23 min in all, over the 10-minute goal;
-  fewer steps or evaluation games are the lever once the RL figures say how many steps the gain
-  needs.
+Measured (2026-12-03, float32 as the probe chose, on a 2-core machine shared with two other
+engineers' runs; CPU time is user+sys of the process from ``/usr/bin/time -v``):
+
+- seed 0, this default (commit 0417759, the branch rebased on 54bbb36; ``python -m envs.twenty_questions.train seed=0``; load
+  average 3.2-9.7, mean 6.4 over the run): held-out win **0.219** after the warm start
+  (question-turn fraction 0.627), **0.359** after 8 RL steps (0.380), **0.484** after 16 (0.332):
+  RL's own gain **+0.266**, but the 0.8 goal is missed and RL *lowered* the asking. The policy
+  after RL asks one set question, usually naming half the words or more, then guesses (three of
+  the four words left would win 0.75; it often guesses words the answer ruled out, or words not
+  listed). Training groups: 1-3 of the 4 informative in steps 0-5 (so ``lr_scale_by_signal`` ran
+  them at 0.5e-4 to 1.5e-4), 3-4 from step 6. 1326 CPU-s (1253 user + 73 sys; 22.1 CPU-min),
+  48.0 min wall there, 6.8 GB peak RSS: warm start (8 steps) 10.7 min wall, each 64-game
+  evaluation ~2.5 min, RL steps 54-295 s. On an idle 2-core machine that is about
+  11 min if both cores were busy throughout (an estimate; not measured there): over the 10-minute
+  goal.
+- Earlier (commit b7ccb2a, before the batched-prefill sampler, load 16-20): the warm start alone
+  0.297 held-out on seed 0 (question-turn fraction 0.646); that run was killed by the OOM killer.
+- Seeds 1 and 2: not measured.
 
 The smoke test is the old easy setting (4 candidates in 4 turns, where asking cannot help, so
 questions cost 0.05 and the policy learns to enumerate; no warm start)::
