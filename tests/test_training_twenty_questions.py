@@ -31,13 +31,15 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 1.0)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
-    # a warm start on a noisy scripted player, then RL, each evaluated
-    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 1.0
+    # a short warm start on the exact halving player (too short to learn it), then RL, each
+    # evaluated greedily on the same held-out games
+    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.0
+    assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 24, 0.0)
     assert 0 < config.eval_every < config.max_steps
     builder = config.dataset_builder()
     assert builder.env is config.env and builder.env.format_penalty == 0.1
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
-    assert builder.scripted_split_noise == 1.0
+    assert builder.scripted_split_noise == 0.0
     assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
     assert builder.model_name_for_tokenizer == config.model_name and builder.renderer_name is None
 
