@@ -61,7 +61,13 @@ questions cost 0.05 and the policy learns to enumerate; no warm start)::
         warm_start.episodes=0 learning_rate=1e-3 lr_scale_by_signal=false max_tokens=16 \
         max_steps=25 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). Its earlier draws (2 cores, 2026-12-03, bfloat16; held-out win
+(:data:`SMOKE_TEST` holds these keys). With the main job's greedy held-out evaluation, on an idle
+2-core machine (2026-12-03, fresh clone of b58d660, bfloat16; held-out win after steps 0 / 10 / 20 /
+25): seed 0: 0 / 1.00 / 1.00 / 1.00 in 5.4 min (434 CPU-s); seed 1: 0.06 / 0.94 / 0.94 / 1.00 in
+6.5 min (522 CPU-s); seed 2: 0.06 / 0 / 0 / 0 in 6.5 min (494 CPU-s): at lr 1e-3 that draw
+collapsed into one degenerate reply, ``Guess: Guess: Guess: ...`` until the token limit, on every
+turn (no truncation penalty by default), so 2 of 3 seeds reach 0.8 and neither is quite within 6
+minutes. Its earlier draws (2 cores, 2026-12-03, bfloat16; held-out win
 after steps 0 / 10 / 20 / 25): 0 / 0.56 / 0.83 / 0.88 in 13.9 min from a fresh clone on an idle
 machine; 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min (tests beside it); plus
 ``env.truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min; with ``lr_schedule=linear``:
