@@ -60,12 +60,21 @@ BACKEND_CONFIG = {
 # tokens each (prompts pad to 64-128, whole games to 128), no held-out evaluation. The untrained
 # model rarely asks or guesses within 16 tokens, so without a cost for a cut turn most groups score
 # the same (no datum, nothing trained); with it, rewards differ with how many turns ran out of
-# tokens. Every other key is the env's default.
+# tokens. The game and the loop are pinned to the easy setting of the smoke test (4 candidates,
+# questions cost 0.05, lr 1e-3, 16 tokens a turn, no warm start), not to make train's defaults: the
+# main job's real game (8 candidates, free questions, a 64-game warm start) gave every group of
+# this tiny run the same reward 0, so nothing was trained and the check had nothing to verify.
 TRAIN_KEYS = [
     "batch_size=2",
     "group_size=4",
+    "env.candidates=4",
+    "env.question_reward=-0.05",
     "env.max_questions=2",
     "env.truncation_penalty=0.05",
+    "warm_start.episodes=0",
+    "learning_rate=1e-3",
+    "lr_scale_by_signal=false",
+    "max_tokens=16",
     "eval_every=0",
     "progress=false",
 ]
