@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import anyio
 import chz
 import pytest
+import torch
 
 import training
 from training._cli import run_cli
@@ -167,3 +168,26 @@ def test_advantage_keys_reach_datum_assembly(tmp_path: Path, monkeypatch: pytest
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     # the local sampler's prefill counters are logged per step
     assert all(r["sampler/prefill_tokens"] > 0 and "sampler/reused_tokens" in r for r in rows)
+
+
+def test_warm_start_loss_comes_from_the_returned_logprobs_without_a_loss_metric() -> None:
+    """A Tinker-API server that returns per-token logprobs but no ``loss:sum`` metric (SkyRL tx):
+    the warm start's loss is the weighted mean NLL of the logprobs, not 0.0."""
+    import tinker
+
+    from training._warm_start import _mean_nll
+
+    datum = tinker.Datum(
+        model_input=tinker.ModelInput.from_ints([1, 2, 3]),
+        loss_fn_inputs={
+            "target_tokens": tinker.TensorData.from_torch(torch.tensor([2, 3, 4])),
+            "weights": tinker.TensorData.from_torch(torch.tensor([0.0, 1.0, 1.0])),
+        },
+    )
+    logprobs = tinker.TensorData.from_torch(torch.tensor([-9.0, -1.0, -3.0]))
+    fb = tinker.ForwardBackwardOutput(
+        loss_fn_output_type="cross_entropy", loss_fn_outputs=[{"logprobs": logprobs}], metrics={}
+    )
+    assert _mean_nll([datum], fb) == 2.0  # (1 + 3) / 2: the unweighted first token is left out
+    without = tinker.ForwardBackwardOutput(loss_fn_output_type="cross_entropy", loss_fn_outputs=[], metrics={"loss:sum": 5.0})
+    assert _mean_nll([datum], without) == 2.5  # the metric, per weighted token

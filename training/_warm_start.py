@@ -179,8 +179,7 @@ def supervised_warm_start(
             optim_future = await training_client.optim_step_async(adam)
             fb = await fb_future.result_async()
             await optim_future.result_async()
-            n = sum(float(d.loss_fn_inputs["weights"].to_torch().sum()) for d in batch)
-            loss = float((fb.metrics or {}).get("loss:sum", 0.0)) / max(n, 1.0)
+            loss = _mean_nll(batch, fb)
             losses.append(loss)
             logger.info("warm start step %d/%d: loss per token %.4f", step + 1, steps, loss)
             print(f"[warm start] step {step + 1}/{steps}: loss/token {loss:.4f}", flush=True)
@@ -221,3 +220,16 @@ def scripted_warm_start(builder: object, config: Config, rollout_config: EngineC
         return {**played, **trained, "warm_start/seconds": time.monotonic() - t0}
 
     return warm_start
+
+
+def _mean_nll(batch: list[tinker.Datum], fb: tinker.ForwardBackwardOutput) -> float:
+    """Loss per weighted token of one ``cross_entropy`` step: from the returned per-token logprobs
+    (the cookbook's ``compute_mean_nll``, which every Tinker service returns), else from the
+    ``loss:sum`` metric. A Tinker-API server that returns no ``loss:sum`` (SkyRL tx) logged 0.0."""
+    from tinker_cookbook.supervised.common import compute_mean_nll
+
+    outputs = getattr(fb, "loss_fn_outputs", None) or []
+    if len(outputs) == len(batch) and all("logprobs" in o for o in outputs):
+        return compute_mean_nll([o["logprobs"] for o in outputs], [d.loss_fn_inputs["weights"] for d in batch])
+    n = sum(float(d.loss_fn_inputs["weights"].to_torch().sum()) for d in batch)
+    return float((fb.metrics or {}).get("loss:sum", 0.0)) / max(n, 1.0)
