@@ -465,7 +465,7 @@ class _Run:
         rows = self.eval_log.rows()
         warm = read_json(log_path / WARM_START_FILE)
         after_warm = next((r for r in rows if int(r["step"]) == 0), {}) if warm else {}
-        figures = self._figure_names()
+        figures = self._figure_names(rows)
         if after_warm:
             logger.info("held-out after the warm start: %s", _eval_line(after_warm, figures))
         steps = self.metrics_log.rows()
@@ -482,9 +482,8 @@ class _Run:
             figures=figures,
         )
 
-    def _figure_names(self) -> tuple[str, ...]:
-        """Names of the env's own held-out figures in the evaluation rows so far."""
-        rows = self.eval_log.rows()
+    def _figure_names(self, rows: list[dict[str, Any]]) -> tuple[str, ...]:
+        """Names of the env's own held-out figures in the last of the evaluation rows ``rows``."""
         return tuple(self.config.eval_figures({k.removeprefix("eval/"): v for k, v in rows[-1].items()})) if rows else ()
 
     def _rollout_config(self) -> EngineConfig:
@@ -678,7 +677,8 @@ class _Run:
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)
-        metrics.update(self.config.eval_figures(metrics))
+        figures = self.config.eval_figures(metrics)
+        metrics.update(figures)
         metrics["time"] = time.monotonic() - t
         row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})
         write_transcripts(
@@ -690,7 +690,7 @@ class _Run:
             win_metric=self.config.win_metric,
         )
         self._plot()
-        self.display.eval_done(step, row, _figures_line(row, self._figure_names()))
+        self.display.eval_done(step, row, _figures_line(row, tuple(figures)))
 
     def _plot(self) -> None:
         try:
