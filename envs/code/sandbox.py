@@ -705,10 +705,11 @@ async def _wait_exit(proc: subprocess.Popen[bytes]) -> None:
         os.close(pidfd)
 
 
-def _autogroup_nice() -> int | None:
-    """This process's autogroup nice (``/proc/self/autogroup``); None where there is none."""
+def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
+    """This process's autogroup nice (``/proc/self/autogroup``); None where there is none, or where
+    the file says nothing (some containers have it empty)."""
     try:
-        with open("/proc/self/autogroup") as f:
+        with open(path) as f:
             return int(f.read().rsplit(None, 1)[-1])
     except (OSError, ValueError, IndexError):
         return None
