@@ -19,6 +19,9 @@ Abstractions:
   ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options);
   :func:`is_constant_group` / :func:`informative_groups`: the one constant-reward filter.
 - :func:`write_jsonl` / :func:`write_html`: per-trajectory records and escaped transcripts.
+- :func:`current_sample_call`: the :class:`SampleCall` (group, slot, attempt, turn) of the policy
+  call the engine is making, for completers and clients that key work on a call's place (the
+  training loop's per-call seeds).
 
 Typical training-loop use::
 
@@ -72,6 +75,7 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
+from rollout._context import SampleCall, current_sample_call
 from rollout._datums import (
     Assembled,
     assemble,
@@ -126,6 +130,7 @@ __all__ = [
     "RolloutEngine",
     "RolloutFailure",
     "RolloutLimits",
+    "SampleCall",
     "StepTimeout",
     "Strategy",
     "StrategyKind",
@@ -133,6 +138,7 @@ __all__ = [
     "TrajectoryStats",
     "apply_compaction",
     "assemble",
+    "current_sample_call",
     "decoded_turns",
     "effective_limits",
     "flat_tokens",

@@ -16,6 +16,7 @@ from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RolloutError, Trajectory, TrajectoryGroup
 
 from rollout._config import EngineConfig, StrategyKind
+from rollout._context import _CURRENT, SampleCall
 from rollout._results import (
     CleanupTimeout,
     GroupBelowFloor,
@@ -38,8 +39,12 @@ async def _run_slots(
     errors: list[RolloutError],
     sample_gate: Gate | None,
     step_gate: Gate | None,
+    index: int,
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
-    """Run every slot under the strategy; return (per-slot results, retries used, group failure)."""
+    """Run every slot under the strategy; return (per-slot results, retries used, group failure).
+
+    Each attempt runs with its :class:`SampleCall` set (group ``index``, slot, attempt).
+    """
     strategy = config.strategy
     kind = strategy.kind
     n = len(envs)
@@ -60,7 +65,9 @@ async def _run_slots(
 
         async def slot(i: int, env: Env) -> None:
             nonlocal retries_left, retries, successes
+            attempt = 0
             while True:
+                place = _CURRENT.set(SampleCall(group=index, slot=i, attempt=attempt, turn=0))
                 try:
                     traj, stats = await run_episode(
                         policy, env, config, sample_gate=sample_gate, step_gate=step_gate
@@ -84,10 +91,13 @@ async def _run_slots(
                             fail(err2)
                             return
                         env = fresh[i % len(fresh)]
+                        attempt += 1
                         continue
                     if kind is StrategyKind.RETRY:
                         fail(err)
                     return  # MIN_VIABLE: this slot failed, the others go on
+                finally:
+                    _CURRENT.reset(place)
                 results[i] = (traj, stats, env)
                 successes += 1
                 return
@@ -145,7 +155,7 @@ async def run_group(
                 raise InvalidGroup("make_envs returned no envs")
             requested = len(envs)
             results, retries, failure = await _run_slots(
-                builder, envs, policy, config, errors, sample_gate, step_gate
+                builder, envs, policy, config, errors, sample_gate, step_gate, index
             )
             if failure is None:
                 kept = [r for r in results if r is not None]

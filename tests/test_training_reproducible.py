@@ -7,12 +7,22 @@ transcript (the sampled tokens); a third run with another seed must not.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import random
+from collections import Counter
 from pathlib import Path
 
+import anyio
+import numpy as np
 import pytest
+import tinker
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StepResult
 
 import training
+from rollout import SampleCall, current_sample_call
 from training._logging import read_rows
+from training._rollouts import batch_seed, call_seed, sample_batch
 from training.testing import ToyConfig
 
 
@@ -21,11 +31,26 @@ def _run(path: Path, seed: int) -> Path:
     return path
 
 
-def _untimed(path: Path, name: str) -> list[dict[str, object]]:
-    def timing(key: str) -> bool:
-        return "time/" in key or key.endswith("/time") or "per_second" in key
+PREFIX_CACHE = ("sampler/prefill_tokens", "sampler/reused_tokens")
 
-    return [{k: v for k, v in row.items() if not timing(k)} for row in read_rows(path / name)]
+
+def _untimed(path: Path, name: str) -> list[dict[str, object]]:
+    """Every figure of every row but timings. The prefix cache's split of the prompt tokens is
+    timing too: of two identical prompts in flight at once, whichever the sampler admits first is
+    prefilled and the other reuses it. Their sum (every prompt token) is kept."""
+
+    def timing(key: str) -> bool:
+        return "time/" in key or key.endswith("/time") or "per_second" in key or key.endswith(PREFIX_CACHE)
+
+    rows = []
+    for row in read_rows(path / name):
+        kept: dict[str, object] = {k: v for k, v in row.items() if not timing(k)}
+        for prefix in {k.removesuffix(PREFIX_CACHE[0]) for k in row if k.endswith(PREFIX_CACHE[0])}:
+            kept[f"{prefix}sampler/prompt_tokens"] = (
+                row[prefix + PREFIX_CACHE[0]] + row[prefix + PREFIX_CACHE[1]]
+            )
+        rows.append(kept)
+    return rows
 
 
 def _transcripts(path: Path) -> dict[str, str]:
@@ -41,6 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 def test_same_seed_same_tokens_and_metrics(runs: tuple[Path, Path, Path]) -> None:
     a, b, _ = runs
     assert len(_untimed(a, "metrics.jsonl")) == 2
+    assert "sampler/prompt_tokens" in _untimed(a, "metrics.jsonl")[0]
     assert _untimed(a, "metrics.jsonl") == _untimed(b, "metrics.jsonl")
     assert _untimed(a, "eval.jsonl") == _untimed(b, "eval.jsonl")
     assert _transcripts(a) and _transcripts(a) == _transcripts(b)
@@ -56,3 +82,117 @@ def test_another_seed_samples_otherwise(runs: tuple[Path, Path, Path]) -> None:
     a, _, c = runs
     assert _transcripts(a) != _transcripts(c)
     assert _untimed(a, "metrics.jsonl") != _untimed(c, "metrics.jsonl")
+
+
+# --- per-call seeds: a sample's seed follows its place in the batch, not its arrival ---------------
+class _EchoEnv(Env):
+    """Three turns; the next observation is a constant, so envs that sampled alike send identical
+    prompts (a sampler that seeds by prompt and arrival order then decides by timing who gets what)."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    async def initial_observation(self) -> tuple[tinker.ModelInput, list[int]]:
+        return tinker.ModelInput.from_ints([1, 2, 3]), [0]
+
+    async def step(self, action: list[int], *, extra: object = None) -> StepResult:
+        self.turn += 1
+        return StepResult(
+            reward=float(action[0] == 5),
+            episode_done=self.turn >= 3,
+            next_observation=tinker.ModelInput.from_ints([9]),
+            next_stop_condition=[0],
+        )
+
+
+class _Group(EnvGroupBuilder):
+    async def make_envs(self) -> list[Env]:
+        return [_EchoEnv() for _ in range(6)]
+
+
+class _ArrivalSeededSampler:
+    """Seeds a request without a seed from its prompt and how many requests of that prompt came
+    before (as a sampler must when it knows nothing else), then answers after a random delay."""
+
+    def __init__(self, timing_seed: int) -> None:
+        self.arrivals: Counter[tuple[int, ...]] = Counter()
+        self.timing = random.Random(timing_seed)
+        self.seeds: list[int | None] = []
+
+    async def sample_async(
+        self, prompt: tinker.ModelInput, num_samples: int, sampling_params: tinker.SamplingParams, **_: object
+    ) -> tinker.SampleResponse:
+        key = tuple(prompt.to_ints())
+        self.seeds.append(sampling_params.seed)
+        seed = sampling_params.seed if sampling_params.seed is not None else hash((key, self.arrivals[key]))
+        self.arrivals[key] += 1
+        await anyio.sleep(self.timing.random() * 0.01)
+        token = random.Random(seed).choice([5, 6])
+        return tinker.SampleResponse(
+            sequences=[
+                tinker.SampledSequence(
+                    stop_reason="stop",
+                    sequence_id=f"s{len(self.seeds)}",
+                    tokens_np=np.asarray([token, 0], dtype=np.int32),
+                    logprobs_np=np.asarray([-0.7, -0.1], dtype=np.float32),
+                )
+            ]
+        )
+
+
+def _slot_actions(seed: int | None, timing_seed: int) -> list[list[tuple[int, ...]]]:
+    sampler = _ArrivalSeededSampler(timing_seed)
+    batch = anyio.run(
+        functools.partial(
+            sample_batch,
+            [_Group(), _Group()],
+            sampler,
+            max_tokens=4,
+            temperature=1.0,
+            sampler_step=0,
+            seed=seed,
+        )
+    )
+    assert all(s is not None for s in sampler.seeds) == (seed is not None)
+    return [[tuple(t.ac.tokens) for t in traj.transitions] for g in batch.groups for traj in g.trajectories_G]
+
+
+def test_a_seeded_batch_samples_each_env_alike_whatever_the_timing() -> None:
+    runs = [_slot_actions(seed=11, timing_seed=t) for t in range(4)]
+    assert all(r == runs[0] for r in runs)
+    assert _slot_actions(seed=12, timing_seed=0) != runs[0]  # and the seed matters
+
+
+def test_an_unseeded_batch_hands_samples_out_by_arrival() -> None:
+    """What the seeds fix: with seeds by arrival, timing alone changes which env got which sample
+    (this is how two same-seed runs of the loop drifted apart from their second step)."""
+    runs = {tuple(map(tuple, _slot_actions(seed=None, timing_seed=t))) for t in range(8)}
+    assert len(runs) > 1
+
+
+def test_call_seeds_differ_by_every_part_of_the_place() -> None:
+    base = SampleCall(group=0, slot=0, attempt=0, turn=0)
+    places = [base, *(dataclasses.replace(base, **{f: 1}) for f in ("group", "slot", "attempt", "turn"))]
+    seeds = {call_seed(7, c) for c in places} | {call_seed(8, base)}
+    assert len(seeds) == len(places) + 1
+    assert all(0 <= s < 2**63 for s in seeds)
+    assert batch_seed(7, "train", 3) != batch_seed(7, "eval", 3) != batch_seed(7, "train", 4)
+
+
+def test_the_engine_sets_the_place_of_each_call_and_clears_it() -> None:
+    seen: list[SampleCall | None] = []
+
+    class _Recording(_ArrivalSeededSampler):
+        async def sample_async(self, prompt, num_samples, sampling_params, **kw):  # type: ignore[override]
+            seen.append(current_sample_call())
+            return await super().sample_async(prompt, num_samples, sampling_params, **kw)
+
+    anyio.run(
+        functools.partial(
+            sample_batch, [_Group()], _Recording(0), max_tokens=4, temperature=1.0, sampler_step=0
+        )
+    )
+    assert sorted((c.group, c.slot, c.attempt, c.turn) for c in seen if c is not None) == [
+        (0, s, 0, t) for s in range(6) for t in range(3)
+    ]
+    assert current_sample_call() is None

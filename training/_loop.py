@@ -49,7 +49,14 @@ from training._logging import (
 from training._metrics import group_metrics
 from training._plot import PLOT_FILE, plot_reward_curve
 from training._progress import ProgressDisplay
-from training._rollouts import SampledBatch, rollout_config, sample_batch, to_datums, without_mask
+from training._rollouts import (
+    SampledBatch,
+    batch_seed,
+    rollout_config,
+    sample_batch,
+    to_datums,
+    without_mask,
+)
 from training._transcripts import write_transcripts
 from training._warm_start import scripted_warm_start
 
@@ -484,7 +491,11 @@ class _Run:
 
     def _figure_names(self, rows: list[dict[str, Any]]) -> tuple[str, ...]:
         """Names of the env's own held-out figures in the last of the evaluation rows ``rows``."""
-        return tuple(self.config.eval_figures({k.removeprefix("eval/"): v for k, v in rows[-1].items()})) if rows else ()
+        return (
+            tuple(self.config.eval_figures({k.removeprefix("eval/"): v for k, v in rows[-1].items()}))
+            if rows
+            else ()
+        )
 
     def _rollout_config(self) -> EngineConfig:
         return rollout_config(self.config.max_tokens, compaction_period=self.config.compaction_period)
@@ -504,6 +515,7 @@ class _Run:
                     temperature=self.config.temperature,
                     sampler_step=version,
                     compaction_period=self.config.compaction_period,
+                    seed=batch_seed(self.config.seed, "train", step),
                 )
                 if self.config.max_steps_off_policy == 0:  # alone on its sampler: exact counts
                     pending.result.sampler_metrics.update(_sampler_delta(before, client))
@@ -541,7 +553,9 @@ class _Run:
         if config.remove_constant_reward_groups:
             groups = informative
         metrics["groups/trained"] = float(len(groups))
-        advantages = AdvantageConfig(normalize_std=config.advantage_normalize_std, discount=config.advantage_discount)
+        advantages = AdvantageConfig(
+            normalize_std=config.advantage_normalize_std, discount=config.advantage_discount
+        )
         datums, assembly = to_datums(groups, advantages) if groups else ([], {})
         metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
@@ -674,6 +688,7 @@ class _Run:
             temperature=self.config.eval_temperature,
             sampler_step=self.sampler_step,
             compaction_period=self.config.compaction_period,
+            seed=batch_seed(self.config.seed, "eval", step),
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)

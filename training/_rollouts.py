@@ -8,6 +8,7 @@ cookbook's advantages and ``trajectory_to_data``), so switching engines touches 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,16 @@ import tinker
 from tinker_cookbook.completers import TinkerTokenCompleter
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
-from rollout import AdvantageConfig, EngineConfig, RolloutEngine, RolloutLimits, Strategy, assemble
+from rollout import (
+    AdvantageConfig,
+    EngineConfig,
+    RolloutEngine,
+    RolloutLimits,
+    SampleCall,
+    Strategy,
+    assemble,
+    current_sample_call,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +59,54 @@ class SampledBatch:
     ``sampler/reused_tokens`` on the local backend)."""
 
 
+def _mix(*parts: object) -> int:
+    key = ":".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+def batch_seed(run_seed: int, kind: str, step: int) -> int:
+    """The seed of the batch of ``kind`` (``"train"``, ``"eval"``) at ``step`` of a run."""
+    return _mix(run_seed, kind, step)
+
+
+def call_seed(seed: int, call: SampleCall) -> int:
+    """The sampling seed of one policy call of a batch with ``seed`` (63 bits, stable everywhere)."""
+    return _mix(seed, call.group, call.slot, call.attempt, call.turn)
+
+
+class PlacedSeedClient:
+    """A sampling client whose requests carry a seed derived from ``seed`` and the place of the
+    call (:func:`rollout.current_sample_call`), unless they already carry one.
+
+    Without it a sampler seeds a request from its prompt and arrival order, so where several envs
+    of a group send the same prompt, which env gets which sample depends on timing: the same
+    trajectories land in another order, the trainer sums them in another order, and two runs
+    with one seed drift apart from the second step on. Every other attribute is the client's.
+    """
+
+    def __init__(self, client: Any, seed: int) -> None:
+        self.client = client
+        self.seed = seed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def sample_async(
+        self,
+        prompt: tinker.ModelInput,
+        num_samples: int,
+        sampling_params: tinker.SamplingParams,
+        **kwargs: Any,
+    ) -> tinker.SampleResponse:
+        """The client's ``sample_async`` with the call's seed filled in."""
+        call = current_sample_call()
+        if call is not None and sampling_params.seed is None:
+            sampling_params = sampling_params.model_copy(update={"seed": call_seed(self.seed, call)})
+        return await self.client.sample_async(
+            prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kwargs
+        )
+
+
 def rollout_config(max_tokens: int, *, compaction_period: int = 0, max_retries: int = 1) -> EngineConfig:
     """The engine settings of the loop's rollouts (also used to play a warm start's scripted
     episodes, so they are rendered and split exactly like RL episodes)."""
@@ -69,14 +127,18 @@ async def sample_batch(
     sampler_step: int,
     max_retries: int = 1,
     compaction_period: int = 0,
+    seed: int | None = None,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
     A failed rollout is retried on a fresh env (``max_retries`` per group); a group that still
     fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
     ``compaction_period > 0`` asks every env to compact its history that often
-    (:func:`rollout_config`).
+    (:func:`rollout_config`). With a ``seed``, every request is seeded by its place in the
+    batch (:class:`PlacedSeedClient`), so the same seed samples the same tokens for each env.
     """
+    if seed is not None:
+        sampling_client = PlacedSeedClient(sampling_client, seed)
     policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
     config = rollout_config(max_tokens, compaction_period=compaction_period, max_retries=max_retries)
     result = await RolloutEngine(policy, config).run_batch(list(builders))

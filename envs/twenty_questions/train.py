@@ -43,8 +43,13 @@ held-out win after the warm start -> after 8 / 16 / 24 RL steps, question-turn f
 - seed 2: **0.75** -> 0.81 / 0.94 / **0.88** (**+0.13**), questions 0.59; 7.6 min, 533 CPU-s;
 - ``make train`` from a fresh clone of c435bbf on the idle machine (seed 0 again): **0.62** -> 0.69 / 0.81 /
   **0.75** (**+0.13**), questions 0.54; 8.3 min wall, 680 CPU-s. The warm start and RL step 0 reproduce the
-  seed-0 run above exactly (losses, held-out games, step 0's samples); from RL step 1 the samples differ, so two
-  runs of one seed on one machine do not give the same curve (issue #16's reproducibility; not yet found why).
+  seed-0 run above exactly (losses, held-out games, step 0's samples); from RL step 1 the samples differed, so two
+  runs of one seed on one machine did not give the same curve. The cause: the sampler seeded a request from its
+  prompt and arrival order, and envs of a group that send the same prompt arrive in an order that depends on
+  timing, so the same samples went to other envs, the trainer summed them in another order and the weights
+  drifted by float rounding. Since 2026-12-04 every request is seeded by its place (step, group, env, attempt,
+  turn: ``rollout.current_sample_call``); two concurrent runs of seed 0 then agreed on every loss, reward and
+  held-out game of the warm start and 4 RL steps (only the prefix cache's prefill/reuse split differed).
 
 So the run plays the game (questions on more than half of the turns before the final guess,
 enumeration capped at 0.5) and ends at 0.69-0.88 in under 10 minutes, but the goals of issue #20
