@@ -143,8 +143,10 @@ class Config:
     lora_rank: int = 16
     """LoRA rank of the trained adapter."""
     seed: int = 0
-    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs, the data order and (local
-    backend) the sampler: the same seed gives the same sampled tokens and metrics on one machine."""
+    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs, the data order and of every
+    sampling request (``SamplingParams.seed`` from the run seed and the request's place: step,
+    group, env, attempt, turn): on the local backend the same seed gives the same sampled tokens
+    and metrics on one machine, whatever the timing."""
     load_checkpoint_path: str | None = None
     """Start from these weights (fresh optimizer), e.g. an SFT warm start; ignored on resume."""
 

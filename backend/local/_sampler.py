@@ -25,7 +25,11 @@ Reproducibility: the decoder is batch-invariant (a sequence's numbers never depe
 is in the batch or on prefix reuse), and every sample draws from its own generator. Its seed is
 ``SamplingParams.seed`` when given (as on Tinker); otherwise it is derived from the engine's seed,
 the prompt, and how many earlier requests of this engine had the same prompt. So an engine
-created with a seed gives the same tokens for the same requests, however they were batched.
+created with a seed gives the same tokens for the same requests, however they were batched. The
+same *multiset* of requests, that is: of two requests with one prompt, whichever arrives first
+gets the first seed, and arrival order is timing. Callers that need each sample to go to the same
+caller every time give seeds (the training loop seeds each request by its place in the batch:
+``training._rollouts.PlacedSeedClient``).
 """
 
 from __future__ import annotations
