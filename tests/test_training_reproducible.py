@@ -196,3 +196,38 @@ def test_the_engine_sets_the_place_of_each_call_and_clears_it() -> None:
         (0, s, 0, t) for s in range(6) for t in range(3)
     ]
     assert current_sample_call() is None
+
+
+def test_a_retried_env_samples_under_its_next_attempt() -> None:
+    """A slot whose env failed is retried on a fresh env under ``attempt + 1`` (so its seeds differ
+    from the failed attempt's), the others stay at attempt 0."""
+    seen: list[SampleCall] = []
+
+    class _FailsOnce(_EchoEnv):
+        failed = False
+
+        async def step(self, action: list[int], *, extra: object = None) -> StepResult:
+            if not _FailsOnce.failed:
+                _FailsOnce.failed = True
+                raise RuntimeError("flaky env")
+            return await super().step(action, extra=extra)
+
+    class _OneFlaky(EnvGroupBuilder):
+        async def make_envs(self) -> list[Env]:
+            return [_EchoEnv(), _FailsOnce()]
+
+    class _Recording(_ArrivalSeededSampler):
+        async def sample_async(self, prompt, num_samples, sampling_params, **kw):  # type: ignore[override]
+            call = current_sample_call()
+            assert call is not None
+            seen.append(call)
+            return await super().sample_async(prompt, num_samples, sampling_params, **kw)
+
+    batch = anyio.run(
+        functools.partial(
+            sample_batch, [_OneFlaky()], _Recording(0), max_tokens=4, temperature=1.0, sampler_step=0, seed=5
+        )
+    )
+    assert len(batch.groups[0].trajectories_G) == 2
+    assert sorted({(c.slot, c.attempt) for c in seen}) == [(0, 0), (1, 0), (1, 1)]
+    assert sorted(c.turn for c in seen if (c.slot, c.attempt) == (1, 1)) == [0, 1, 2]
