@@ -51,7 +51,7 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import EngineConfig, ExtensionCheck
-from rollout._context import _CURRENT, SampleCall
+from rollout._context import _CURRENT
 from rollout._extension import ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
@@ -286,7 +286,7 @@ async def _loop(
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
-    call = _CURRENT.get()
+    place = _CURRENT.get()
     truncations = 0  # "length" stops the env continued past (cookbook metric)
     try:
         while True:
@@ -300,8 +300,8 @@ async def _loop(
                     _stop_transition(state, reason)
                     return reason
                 max_tokens = per_call_max_tokens(limits, ob.length, sampled)
-            if call is not None:  # the place of this policy call (rollout._context)
-                _CURRENT.set(SampleCall(call.group, call.slot, call.attempt, turn))
+            if place is not None:  # the place of this policy call (rollout._context)
+                place.turn = turn
             if plain_sample:
                 ac = await (
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)

@@ -16,7 +16,7 @@ from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RolloutError, Trajectory, TrajectoryGroup
 
 from rollout._config import EngineConfig, StrategyKind
-from rollout._context import _CURRENT, SampleCall
+from rollout._context import _CURRENT, _Place
 from rollout._results import (
     CleanupTimeout,
     GroupBelowFloor,
@@ -43,7 +43,7 @@ async def _run_slots(
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
     """Run every slot under the strategy; return (per-slot results, retries used, group failure).
 
-    Each attempt runs with its :class:`SampleCall` set (group ``index``, slot, attempt).
+    Each attempt runs with its place set (group ``index``, slot, attempt: :func:`rollout.current_sample_call`).
     """
     strategy = config.strategy
     kind = strategy.kind
@@ -67,7 +67,7 @@ async def _run_slots(
             nonlocal retries_left, retries, successes
             attempt = 0
             while True:
-                place = _CURRENT.set(SampleCall(group=index, slot=i, attempt=attempt, turn=0))
+                place = _CURRENT.set(_Place(index, i, attempt))
                 try:
                     traj, stats = await run_episode(
                         policy, env, config, sample_gate=sample_gate, step_gate=step_gate
