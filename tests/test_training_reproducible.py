@@ -22,7 +22,7 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StepResult
 import training
 from rollout import SampleCall, current_sample_call
 from training._logging import read_rows
-from training._rollouts import batch_seed, call_seed, sample_batch
+from training._rollouts import SERVICE_SEED_BITS, batch_seed, call_seed, sample_batch
 from training.testing import ToyConfig
 
 
@@ -231,3 +231,25 @@ def test_a_retried_env_samples_under_its_next_attempt() -> None:
     assert len(batch.groups[0].trajectories_G) == 2
     assert sorted({(c.slot, c.attempt) for c in seen}) == [(0, 0), (1, 0), (1, 1)]
     assert sorted(c.turn for c in seen if (c.slot, c.attempt) == (1, 1)) == [0, 1, 2]
+
+
+def test_seeds_sent_to_a_tinker_service_fit_an_int32() -> None:
+    """SkyRL tx answers 400 ("out of bounds for int32") to a larger seed: the loop sends
+    :data:`SERVICE_SEED_BITS`-bit seeds to a service, 63-bit ones to the local backend."""
+    sampler = _ArrivalSeededSampler(0)
+    anyio.run(
+        functools.partial(
+            sample_batch,
+            [_Group(), _Group()],
+            sampler,
+            max_tokens=4,
+            temperature=1.0,
+            sampler_step=0,
+            seed=11,
+            seed_bits=SERVICE_SEED_BITS,
+        )
+    )
+    assert sampler.seeds and all(s is not None and 0 <= s < 2**31 for s in sampler.seeds)
+    assert len(set(sampler.seeds)) == len(sampler.seeds)  # 36 places, 36 seeds
+    place = SampleCall(group=1, slot=2, attempt=0, turn=1)
+    assert call_seed(11, place, SERVICE_SEED_BITS) == call_seed(11, place) >> 32

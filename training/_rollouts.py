@@ -69,9 +69,14 @@ def batch_seed(run_seed: int, kind: str, step: int) -> int:
     return _mix(run_seed, kind, step)
 
 
-def call_seed(seed: int, call: SampleCall) -> int:
-    """The sampling seed of one policy call of a batch with ``seed`` (63 bits, stable everywhere)."""
-    return _mix(seed, call.group, call.slot, call.attempt, call.turn)
+SERVICE_SEED_BITS = 31
+"""Bits of the per-call seeds sent to a Tinker service: a non-negative int32 (SkyRL tx answers 400,
+"out of bounds for int32", to larger ones). The local backend takes 63."""
+
+
+def call_seed(seed: int, call: SampleCall, bits: int = 63) -> int:
+    """The sampling seed of one policy call of a batch with ``seed`` (``bits`` bits, stable everywhere)."""
+    return _mix(seed, call.group, call.slot, call.attempt, call.turn) >> (63 - bits)
 
 
 class PlacedSeedClient:
@@ -84,9 +89,10 @@ class PlacedSeedClient:
     with one seed drift apart from the second step on. Every other attribute is the client's.
     """
 
-    def __init__(self, client: Any, seed: int) -> None:
+    def __init__(self, client: Any, seed: int, bits: int = 63) -> None:
         self.client = client
         self.seed = seed
+        self.bits = bits
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -101,7 +107,9 @@ class PlacedSeedClient:
         """The client's ``sample_async`` with the call's seed filled in."""
         call = current_sample_call()
         if call is not None and sampling_params.seed is None:
-            sampling_params = sampling_params.model_copy(update={"seed": call_seed(self.seed, call)})
+            sampling_params = sampling_params.model_copy(
+                update={"seed": call_seed(self.seed, call, self.bits)}
+            )
         return await self.client.sample_async(
             prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kwargs
         )
@@ -128,6 +136,7 @@ async def sample_batch(
     max_retries: int = 1,
     compaction_period: int = 0,
     seed: int | None = None,
+    seed_bits: int = 63,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
@@ -135,10 +144,11 @@ async def sample_batch(
     fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
     ``compaction_period > 0`` asks every env to compact its history that often
     (:func:`rollout_config`). With a ``seed``, every request is seeded by its place in the
-    batch (:class:`PlacedSeedClient`), so the same seed samples the same tokens for each env.
+    batch (:class:`PlacedSeedClient`; ``seed_bits`` wide: :data:`SERVICE_SEED_BITS` for a Tinker
+    service), so the same seed samples the same tokens for each env.
     """
     if seed is not None:
-        sampling_client = PlacedSeedClient(sampling_client, seed)
+        sampling_client = PlacedSeedClient(sampling_client, seed, seed_bits)
     policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
     config = rollout_config(max_tokens, compaction_period=compaction_period, max_retries=max_retries)
     result = await RolloutEngine(policy, config).run_batch(list(builders))
