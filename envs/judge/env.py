@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections.abc import Mapping, Sequence
@@ -402,6 +403,7 @@ class PairwiseGroupBuilder(EnvGroupBuilder):
             rounds=self.rounds,
             forfeits=forfeits,
             criteria=rubric_criteria_text(self.rubric),
+            reference=self.task.reference,
             concurrent=self.concurrent,
         )
         group_metrics = result.metrics()
@@ -461,7 +463,7 @@ class JudgeDatasetBuilder(RLDatasetBuilder):
         """The tasks (multi-turn ones collapsed to one turn unless ``env.multi_turn``)."""
         tasks = load_tasks(self.env.tasks_file)
         if not self.env.multi_turn:
-            tasks = [JudgeTask(t.id, t.messages, t.rubric, None, 1) for t in tasks]
+            tasks = [dataclasses.replace(t, persona=None, turns=1) for t in tasks]
         return tasks
 
     def check_files(self) -> None:

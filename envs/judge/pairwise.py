@@ -31,6 +31,8 @@ RESPONSE_A_TAG = "response_A"
 """Tag around the first response in a comparison prompt."""
 RESPONSE_B_TAG = "response_B"
 """Tag around the second response in a comparison prompt."""
+REFERENCE_TAG = "reference"
+"""Tag around a task's accepted answers in a comparison prompt (one per line)."""
 
 _PREFERRED_RE = re.compile(
     r"(?:preferred|winner|better(?:\s+response)?|answer|verdict)\s*[:=]\s*[\*\[\(\"']*\s*"
@@ -87,15 +89,29 @@ def comparison_prompt(
     response_b: Sequence[Message],
     *,
     criteria: str = "",
+    reference: Sequence[str] = (),
     system_prompt: str = DEFAULT_COMPARISON_SYSTEM,
 ) -> list[Message]:
-    """The judge prompt comparing two continuations of ``conversation``."""
+    """The judge prompt comparing two continuations of ``conversation`` (with the task's accepted
+    answers, when it has any, in a ``<reference>`` block, one per line)."""
+    reference_block = (
+        [
+            "Accepted answers (a correct response gives one of them):",
+            f"<{REFERENCE_TAG}>",
+            *reference,
+            f"</{REFERENCE_TAG}>",
+            "",
+        ]
+        if reference
+        else []
+    )
     body = "\n".join(
         [
             "<conversation>",
             format_transcript(conversation) or "(empty)",
             "</conversation>",
             "",
+            *reference_block,
             f"<{RESPONSE_A_TAG}>",
             format_transcript(response_a),
             f"</{RESPONSE_A_TAG}>",
@@ -183,6 +199,7 @@ async def run_tournament(
     rounds: int = 1,
     forfeits: Sequence[bool] | None = None,
     criteria: str = "",
+    reference: Sequence[str] = (),
     concurrent: bool = True,
 ) -> TournamentResult:
     """Compare ``responses`` (continuations of ``conversation``) in pairs and return win rates.
@@ -194,6 +211,7 @@ async def run_tournament(
         pattern / rounds: which pairs meet (:func:`tournament_pairs`).
         forfeits: per response, True when it has no answer to judge (loses without a judge call).
         criteria: what "better" means, appended to the comparison prompt.
+        reference: the task's accepted answers, shown to the judge (:func:`comparison_prompt`).
         concurrent: run the comparisons concurrently (False: one after another, for baselines).
     """
     start = time.monotonic()
@@ -210,7 +228,9 @@ async def run_tournament(
             p_b = 0.5 if forfeit[a] and forfeit[b] else (1.0 if forfeit[a] else 0.0)
             comparisons[index] = TournamentMatch(a, b, p_b, None)
             return
-        prompt = comparison_prompt(conversation, responses[a], responses[b], criteria=criteria)
+        prompt = comparison_prompt(
+            conversation, responses[a], responses[b], criteria=criteria, reference=reference
+        )
         result = await judge.ask(prompt, parse_preference, namespace=namespace)
         comparisons[index] = TournamentMatch(a, b, result.value if result.ok else None, result)
 

@@ -1,7 +1,8 @@
 """The completer registry: ``"<kind>:<argument>"`` specs -> live ``MessageCompleter`` s.
 
-Built-in kinds: ``local`` (the embedded backend), ``tinker`` (a Tinker sampling client) and
-``openai`` (an OpenAI-compatible chat endpoint); :func:`register_completer` adds more. The
+Built-in kinds: ``local`` (the embedded backend), ``tinker`` (a Tinker sampling client),
+``openai`` (an OpenAI-compatible chat endpoint) and ``rules`` (a programmatic pairwise judge:
+:mod:`envs.judge.rules`); :func:`register_completer` adds more. The
 scripted test judges are not a built-in kind: importing :mod:`envs.judge.testing` registers
 ``scripted``.
 """
@@ -152,6 +153,13 @@ def _openai_factory(config: JudgeConfig, model: str) -> MessageCompleter:
     )
 
 
+def _rules_factory(config: JudgeConfig, checks: str) -> MessageCompleter:
+    from envs.judge.rules import RuleJudge  # imports the pairwise prompt tags: not at module level
+
+    return RuleJudge.from_spec(checks)
+
+
 register_completer("local", _local_factory)
 register_completer("tinker", _tinker_factory)
 register_completer("openai", _openai_factory)
+register_completer("rules", _rules_factory)

@@ -33,12 +33,19 @@ class JudgeTask:
     """Persona of the simulated user (multi-turn tasks)."""
     turns: int = 1
     """Assistant turns before the judge grades (> 1 needs a simulated user)."""
+    reference: tuple[str, ...] = ()
+    """Accepted answers, if the task has any: a pairwise comparison shows them to the judge in a
+    ``<reference>`` block (reference-guided judging; the ``rules`` judge checks for them)."""
 
     def __post_init__(self) -> None:
         if not self.messages:
             raise ValueError(f"judge task {self.id!r} has no messages")
         if self.turns < 1:
             raise ValueError(f"judge task {self.id!r}: turns must be >= 1, got {self.turns}")
+        if any(not isinstance(r, str) or not r.strip() or "\n" in r for r in self.reference):
+            raise ValueError(
+                f"judge task {self.id!r}: every reference answer must be a non-empty one-line string"
+            )
         for m in self.messages:
             if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
                 raise ValueError(
@@ -47,10 +54,20 @@ class JudgeTask:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, default_id: str = "") -> JudgeTask:
-        """From ``{"id", "prompt" | "messages", "system"?, "rubric"?, "persona"?, "turns"?}``."""
+        """From ``{"id", "prompt" | "messages", "system"?, "rubric"?, "persona"?, "turns"?, "reference"?}``
+        (``reference``: one accepted answer or a list of them)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"a judge task must be a JSON object, got {type(data).__name__}")
-        unknown = set(data) - {"id", "prompt", "messages", "system", "rubric", "persona", "turns"}
+        unknown = set(data) - {
+            "id",
+            "prompt",
+            "messages",
+            "system",
+            "rubric",
+            "persona",
+            "turns",
+            "reference",
+        }
         if unknown:
             raise ValueError(
                 f"judge task {data.get('id', default_id)!r} has unknown key(s): {', '.join(sorted(unknown))}"
@@ -74,7 +91,17 @@ class JudgeTask:
             rubric=str(data.get("rubric", "default")),
             persona=None if data.get("persona") is None else str(data["persona"]),
             turns=int(data.get("turns", 1)),
+            reference=_reference(task_id, data.get("reference")),
         )
+
+
+def _reference(task_id: str, raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(r, str) for r in items):
+        raise ValueError(f"judge task {task_id!r}: 'reference' must be a string or a list of strings")
+    return tuple(r.strip() for r in items)
 
 
 def load_tasks(path: str | Path) -> list[JudgeTask]:
@@ -86,7 +113,9 @@ def load_tasks(path: str | Path) -> list[JudgeTask]:
             and line), a malformed task, or no task at all.
     """
     path = Path(path)
-    tasks = [JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}") for number, data in read_records(path)]
+    tasks = [
+        JudgeTask.from_dict(data, default_id=f"{path.stem}-{number}") for number, data in read_records(path)
+    ]
     if not tasks:
         raise ValueError(f"task file {path} holds no tasks")
     return tasks
