@@ -11,7 +11,14 @@ import pytest
 from tinker_cookbook.preference.preference_datasets import ComparisonBuilderFromJsonl
 
 import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
-from envs.judge.preference import PreferenceConfig, main, run_pipeline, sft_datums
+from envs.judge.preference import (
+    PreferenceConfig,
+    SeededSamplingClient,
+    answer_seed,
+    main,
+    run_pipeline,
+    sft_datums,
+)
 
 TINY = "turngym/tiny-random-llama"
 
@@ -65,7 +72,7 @@ def test_pairs_are_in_the_cookbook_format_and_follow_the_judge(
             (c.completion_A, c.completion_B) if labeled.label == "A" else (c.completion_B, c.completion_A)
         )
         # The judge prefers the longer answer (as it sees it: the transcript, stripped).
-        assert len(chosen[0]["content"].strip()) >= len(rejected[0]["content"].strip())
+        assert len(str(chosen[0]["content"]).strip()) >= len(str(rejected[0]["content"]).strip())
     raw = [json.loads(line) for line in (out / "pairs" / "train.jsonl").read_text().splitlines()]
     assert all(r["win_rates"][0] > r["win_rates"][1] for r in raw)
     assert {lc.label for lc in train} == {"A", "B"}  # the chosen answer is not always shown first
@@ -97,3 +104,49 @@ def test_a_rerun_resumes_every_stage(pipeline: tuple[Path, dict, PreferenceConfi
         out / "pairs" / "train.jsonl"
     ).read_text() == pairs
     assert again["dpo"]["steps"] == summary["dpo"]["steps"]  # the cookbook's DPO run was complete
+
+
+def test_answer_seeds_are_stable_distinct_and_int32() -> None:
+    seeds = {answer_seed(0, "pref-00", g, i) for g in range(2) for i in range(4)}
+    assert len(seeds) == 8 and all(0 <= s < 2**31 for s in seeds)
+    assert (
+        answer_seed(0, "pref-00", 1, 3) == answer_seed(0, "pref-00", 1, 3) != answer_seed(1, "pref-00", 1, 3)
+    )
+
+
+def test_seeded_client_fills_the_seed_unless_the_request_sets_one() -> None:
+    import anyio
+    import tinker
+
+    sent: list[int | None] = []
+
+    class Client:
+        base = "x"
+
+        async def sample_async(self, prompt, num_samples, sampling_params, **kwargs):  # type: ignore[no-untyped-def]
+            sent.append(sampling_params.seed)
+
+    client = SeededSamplingClient(Client(), 7)
+    prompt = tinker.ModelInput.from_ints([1, 2])
+    anyio.run(lambda: client.sample_async(prompt, 1, tinker.SamplingParams(max_tokens=1)))
+    anyio.run(lambda: client.sample_async(prompt, 1, tinker.SamplingParams(max_tokens=1, seed=3)))
+    assert sent == [7, 3] and client.base == "x"
+
+
+def test_the_pairs_are_the_same_on_a_second_run(pipeline: tuple[Path, dict, PreferenceConfig]) -> None:
+    """Seeded answers and a deterministic judge: the preference stage redone from the same SL
+    sampler writes the same pairs (before seeding, which answer went where varied with timing)."""
+    import asyncio
+
+    import tinker
+
+    from backend.offline import use_local_backend
+    from envs.judge.preference import _preference_step
+
+    out, summary, config = pipeline
+    again = out / "pairs_again"
+    with use_local_backend(out / "checkpoints", compute_dtype=config.compute_dtype):
+        service = tinker.ServiceClient()
+        asyncio.run(_preference_step(config, service, summary["sl"]["sampler_path"], again))
+    for name in ("train.jsonl", "test.jsonl"):
+        assert (again / name).read_text() == (out / "pairs" / name).read_text()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tinker_cookbook.renderers import Message
 
 from envs.judge import Judge, JudgeConfig, JudgeTask, PairwiseGroupBuilder, load_tasks, run_tournament
 from envs.judge.pairwise import comparison_prompt, parse_preference
@@ -15,11 +16,11 @@ from envs.judge.registry import make_completer
 from envs.judge.rules import RuleJudge, complete, concise, correct, reply_text
 
 
-def said(text: str) -> list[dict[str, str]]:
+def said(text: str) -> list[Message]:
     return [{"role": "assistant", "content": text}]
 
 
-QUESTION = [{"role": "user", "content": "What is the capital of Italy?"}]
+QUESTION: list[Message] = [{"role": "user", "content": "What is the capital of Italy?"}]
 
 
 def verdict(judge: RuleJudge, a: str, b: str, reference: tuple[str, ...] = ("Rome",)) -> float | None:
@@ -63,7 +64,8 @@ def test_spec_and_errors() -> None:
     with pytest.raises(ValueError, match="unknown or no checks"):
         make_completer(JudgeConfig("rules:correct,polite"))
     with pytest.raises(ValueError, match="no response blocks"):
-        anyio.run(default, [{"role": "user", "content": "Grade this. Score: N/10"}])
+        grading: list[Message] = [{"role": "user", "content": "Grade this. Score: N/10"}]
+        anyio.run(default, grading)
 
 
 def test_reply_text_keeps_the_assistant_turns() -> None:

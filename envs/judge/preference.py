@@ -7,10 +7,17 @@ embedded model, offline:
    a chat JSONL (default: the shipped ``data/sft_chats.jsonl``); the result is saved as the
    ``sl`` checkpoint, the starting point and the DPO reference.
 2. **Preferences**: the SL policy answers every prompt (default ``data/preference_prompts.jsonl``)
-   ``group_size`` times per group; the pairwise judge env (:class:`~envs.judge.PairwiseGroupBuilder`,
-   a tournament of pairwise verdicts) gives each answer its win rate; the best and worst answers
-   of a group (then the second best and second worst, ...) become labelled pairs when their win
-   rates differ. They are written in the format the cookbook's DPO builders read
+   ``group_size`` times per group, each answer sampled with its own seed (:func:`answer_seed`);
+   the pairwise judge env (:class:`~envs.judge.PairwiseGroupBuilder`, a tournament of pairwise
+   verdicts) gives each answer its win rate; the best and worst answers of a group (then the
+   second best and second worst, ...) become labelled pairs when their win rates differ. The
+   default judge is ``rules`` (:mod:`envs.judge.rules`): it prefers the answer that gives one of
+   the prompt's reference answers, then a finished one, then the shorter one, so the labels are
+   deterministic and share a property (short, direct answers) that DPO can learn on some prompts
+   and show on others. The embedded SmolLM2-135M as judge (``judge=local:HuggingFaceTB/SmolLM2-135M-Instruct
+   judge_samples=4``) is close to a coin toss here (it prefers "Florence is the capital of
+   Italy." to "Rome is ...", and splits identical answers): DPO fits its labels on the train
+   pairs and the held-out loss goes up (0.6931 -> 0.7041, margin -0.21, 33/12 pairs). They are written in the format the cookbook's DPO builders read
    (``ComparisonBuilderFromJsonl``: ``{"comparison": {"prompt_conversation", "completion_A",
    "completion_B"}, "label"}``): ``pairs/train.jsonl`` and, from held-out prompts,
    ``pairs/test.jsonl``.
@@ -27,6 +34,7 @@ writes under ``log_path`` and is skipped when its output exists, so a rerun resu
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
@@ -97,9 +105,9 @@ class PreferenceConfig:
     # --- 2. preferences ---------------------------------------------------------------------
     prompts_path: str = ""
     """Prompt JSONL (judge-task format; empty: the shipped ``preference_prompts.jsonl``)."""
-    n_test_prompts: int = 8
+    n_test_prompts: int = 16
     """Prompts held out: their pairs are the held-out set."""
-    groups_per_prompt: int = 1
+    groups_per_prompt: int = 2
     """Judged groups per prompt (more pairs)."""
     group_size: int = 4
     """Answers per group (the tournament)."""
@@ -109,32 +117,36 @@ class PreferenceConfig:
     """Tokens per answer."""
     temperature: float = 1.0
     """Sampling temperature of the policy's answers."""
-    judge: str = f"local:{SMOLLM2}"
-    """Judge spec (``local:<model>``, ``tinker:<model>``, ``openai:<model>``, ...)."""
-    judge_samples: int = 4
-    """Judge replies per verdict, averaged."""
+    judge: str = "rules"
+    """Judge spec: ``rules`` (the programmatic judge of :mod:`envs.judge.rules`: the answer that
+    gives a reference answer, then a finished one, then the shorter one), ``local:<model>``,
+    ``tinker:<model>``, ``openai:<model>``, ..."""
+    judge_samples: int = 1
+    """Judge replies per verdict, averaged (raise it for a sampled model judge, e.g. 4 for
+    ``local:<SmolLM2>``)."""
     judge_temperature: float = 1.0
     """Judge sampling temperature."""
     judge_max_tokens: int = 3
     """Tokens of a judge reply after the ``Preferred: `` prefill."""
-    pattern: str = "round_robin"
-    """Tournament pattern: ``round_robin`` (each answer meets its ``rounds`` next neighbours as A
-    and as B: position bias cancels at linear cost), ``both_orders`` or ``all_pairs``."""
+    pattern: str = "both_orders"
+    """Tournament pattern: ``both_orders`` (every pair in both orders: G(G-1) verdicts, exact
+    ranks), ``round_robin`` (each answer meets its ``rounds`` next neighbours as A and as B:
+    position bias cancels at linear cost, for a slow judge) or ``all_pairs``."""
     rounds: int = 1
     """Neighbours each answer meets under ``round_robin``."""
 
     # --- 3. DPO -----------------------------------------------------------------------------
     dpo_beta: float = 0.1
     """DPO beta."""
-    dpo_learning_rate: float = 1e-4
+    dpo_learning_rate: float = 2e-4
     """DPO learning rate (linear decay, the cookbook's default schedule)."""
     dpo_batch_size: int = 8
     """Pairs per DPO step."""
-    dpo_epochs: int = 2
+    dpo_epochs: int = 1
     """Passes over the training pairs."""
     dpo_max_steps: int | None = None
     """Cap on DPO steps."""
-    dpo_eval_every: int = 2
+    dpo_eval_every: int = 6
     """Held-out evaluation period of the DPO run (the final weights are always evaluated)."""
 
     @chz.validate
@@ -248,6 +260,38 @@ def _pairs_from_group(
     return pairs
 
 
+def answer_seed(seed: int, task_id: str, group: int, slot: int) -> int:
+    """The sampling seed of one answer: a stable hash of its place (31 bits: valid on a Tinker service too)."""
+    key = f"{seed}:{task_id}:{group}:{slot}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 33
+
+
+class SeededSamplingClient:
+    """A sampling client whose requests carry ``seed`` unless they set one (every other attribute
+    is the client's): the preference stage's answers are the same on every run."""
+
+    def __init__(self, client: Any, seed: int) -> None:
+        self.client = client
+        self.seed = seed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def sample_async(
+        self,
+        prompt: tinker.ModelInput,
+        num_samples: int,
+        sampling_params: tinker.SamplingParams,
+        **kwargs: Any,
+    ) -> tinker.SampleResponse:
+        """The client's ``sample_async`` with the seed filled in."""
+        if sampling_params.seed is None:
+            sampling_params = sampling_params.model_copy(update={"seed": self.seed})
+        return await self.client.sample_async(
+            prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kwargs
+        )
+
+
 async def judged_pairs(
     tasks: Sequence[JudgeTask],
     sampling_client: Any,
@@ -256,7 +300,10 @@ async def judged_pairs(
     seed: int,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The policy (``sampling_client``) answers each task ``group_size`` times per group; the
-    pairwise judge env ranks each group; returns labelled pairs (cookbook format) and counters."""
+    pairwise judge env ranks each group; returns labelled pairs (cookbook format) and counters.
+
+    Every answer is sampled with its own seed (:func:`answer_seed` of ``seed``, the task, the group
+    and the slot), so with a deterministic judge the pairs are the same on every run."""
     import anyio
     from tinker_cookbook.completers import TinkerTokenCompleter
     from tinker_cookbook.rl.rollouts import do_single_rollout
@@ -273,14 +320,11 @@ async def judged_pairs(
         max_attempts=2,
     )
     rubrics = load_rubrics(DATA_DIR / "rubrics.json")
-    policy = TinkerTokenCompleter(
-        sampling_client, max_tokens=config.max_tokens, temperature=config.temperature
-    )
     rng = random.Random(seed)
-    results: list[tuple[JudgeTask, list[Any], list[float]]] = []
+    results: list[tuple[JudgeTask, int, list[Any], list[float]]] = []
     counters = {"groups": 0.0, "answers": 0.0, "forfeits": 0.0, "tied_groups": 0.0}
 
-    async def one_group(task: JudgeTask) -> None:
+    async def one_group(task: JudgeTask, group: int) -> None:
         builder = PairwiseGroupBuilder(
             task=task,
             judge=judge,
@@ -295,20 +339,25 @@ async def judged_pairs(
         trajectories = [None] * len(envs)
 
         async def play(i: int) -> None:
+            policy = TinkerTokenCompleter(
+                SeededSamplingClient(sampling_client, answer_seed(seed, task.id, group, i)),  # type: ignore[arg-type]
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+            )
             trajectories[i] = await do_single_rollout(policy, envs[i])  # type: ignore[call-overload]
 
         async with anyio.create_task_group() as tg:
             for i in range(len(envs)):
                 tg.start_soon(play, i)
         rewards = [r for r, _ in await builder.compute_group_rewards(trajectories, envs)]  # type: ignore[arg-type]
-        results.append((task, [env.response_messages for env in envs], rewards))
+        results.append((task, group, [env.response_messages for env in envs], rewards))
 
     async with anyio.create_task_group() as tg:
         for task in tasks:
-            for _ in range(config.groups_per_prompt):
-                tg.start_soon(one_group, task)
+            for group in range(config.groups_per_prompt):
+                tg.start_soon(one_group, task, group)
     pairs: list[dict[str, Any]] = []
-    for task, responses, rewards in sorted(results, key=lambda r: r[0].id):
+    for task, _group, responses, rewards in sorted(results, key=lambda r: (r[0].id, r[1])):
         counters["groups"] += 1
         counters["answers"] += len(responses)
         counters["forfeits"] += sum(r is None for r in responses)
@@ -420,8 +469,9 @@ class HeldOutDPOEvaluator(SamplingClientEvaluator):
 
         if self._reference_logprobs is None:
             self._reference_logprobs = await self._sums(self.reference)
-        policy = await self._sums(sampling_client)
         ref = self._reference_logprobs
+        # The reference scored as the policy: its own sums (one pass instead of two).
+        policy = ref if sampling_client is self.reference else await self._sums(sampling_client)
         chosen, rejected = [torch.tensor(x) for x in policy[0::2]], [torch.tensor(x) for x in policy[1::2]]
         chosen_ref, rejected_ref = [torch.tensor(x) for x in ref[0::2]], [torch.tensor(x) for x in ref[1::2]]
         _, metrics = compute_dpo_loss(chosen, rejected, chosen_ref, rejected_ref, self.beta)
