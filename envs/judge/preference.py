@@ -29,6 +29,15 @@ embedded model, offline:
 It ends with ``dpo_loss_first=<held-out loss at the reference> dpo_loss_last=<held-out loss
 after DPO> dpo_margin_gain=<held-out margin gain>`` and writes ``summary.json``. Every stage
 writes under ``log_path`` and is skipped when its output exists, so a rerun resumes.
+
+Figures (defaults, SmolLM2-135M, in ``bench/cookbook_offline.py``, commit 0cfe19c; 2 shared CPU
+cores at load ~7): SL loss/token 1.814 -> 0.406; 48 prompts, 16 held out, 2 groups of 4 answers
+each: 96 train / 57 held-out pairs in 72 s (the same files on every run; decided by the reference
+answer in 46 / 20 of them, by length in 44 / 32, by a finished answer in 6 / 5; the chosen answer
+is the shorter in 74 / 46). DPO, 12 steps at lr 2e-4: train loss 0.6931 -> 0.6230; held-out loss
+0.6931 -> 0.6730 (step 6) -> 0.6625 (step 11) -> 0.6619 (final weights), log-ratio margin gain
++0.43 -> +0.68 -> +0.70, accuracy 0.63; the pipeline took 655 s at that load. From the same pairs,
+lr 1e-4 ends at 0.6807 / +0.26.
 """
 
 from __future__ import annotations
