@@ -25,14 +25,7 @@ from tinker_cookbook.renderers import Message
 
 from envs.judge.config import PairingScheme
 from envs.judge.judge import Judge, JudgeResult, sum_metrics
-from envs.judge.text import format_transcript, json_objects
-
-RESPONSE_A_TAG = "response_A"
-"""Tag around the first response in a comparison prompt."""
-RESPONSE_B_TAG = "response_B"
-"""Tag around the second response in a comparison prompt."""
-REFERENCE_TAG = "reference"
-"""Tag around a task's accepted answers in a comparison prompt (one per line)."""
+from envs.judge.text import REFERENCE_TAG, RESPONSE_A_TAG, RESPONSE_B_TAG, format_transcript, json_objects
 
 _PREFERRED_RE = re.compile(
     r"(?:preferred|winner|better(?:\s+response)?|answer|verdict)\s*[:=]\s*[\*\[\(\"']*\s*"

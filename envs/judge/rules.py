@@ -29,8 +29,7 @@ from collections.abc import Callable, Sequence
 from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Message, get_text_content
 
-from envs.judge.pairwise import REFERENCE_TAG, RESPONSE_A_TAG, RESPONSE_B_TAG
-from envs.judge.text import ROLE_NAMES
+from envs.judge.text import REFERENCE_TAG, RESPONSE_A_TAG, RESPONSE_B_TAG, ROLE_NAMES
 
 __all__ = ["CHECKS", "DEFAULT_CHECKS", "RuleJudge", "complete", "concise", "correct", "reply_text"]
 

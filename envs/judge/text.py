@@ -13,6 +13,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tinker_cookbook.renderers import Message
 
+RESPONSE_A_TAG = "response_A"
+"""Tag around the first response in a comparison prompt."""
+RESPONSE_B_TAG = "response_B"
+"""Tag around the second response in a comparison prompt."""
+REFERENCE_TAG = "reference"
+"""Tag around a task's accepted answers in a comparison prompt (one per line)."""
+
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 """How :func:`format_transcript` names each role."""
 
