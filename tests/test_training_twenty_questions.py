@@ -12,6 +12,7 @@ import chz
 import envs.twenty_questions.train as train_module
 import training
 from envs.twenty_questions.config import TwentyQuestionsConfig
+from envs.twenty_questions.env import split_words
 from envs.twenty_questions.train import SMOKE_TEST, TwentyQuestionsTrainConfig, main
 from training._logging import read_rows
 
@@ -40,8 +41,21 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     assert builder.env is config.env and builder.env.format_penalty == 0.1
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
     assert builder.scripted_split_noise == 0.0
-    assert builder.test_batch_size == 16 and builder.test_group_size == 4  # 64 held-out games
+    assert builder.test_batch_size == 64 and builder.test_group_size == 1  # 64 held-out games
     assert builder.model_name_for_tokenizer == config.model_name and builder.renderer_name is None
+
+
+def test_the_default_evaluation_is_64_distinct_held_out_games() -> None:
+    # greedy evaluation plays identical games identically: every held-out game must differ (its
+    # 61 words, then words again with other candidate lists), none from the training split
+    config = training.parse_config(TwentyQuestionsTrainConfig, [])
+    _, test = config.dataset_builder().build()
+    batch = test.get_batch(0)
+    assert len(test) == 1 and sum(group.num_envs for group in batch) == 64
+    games = [test.item(i) for i in range(64)]
+    assert len(set(games)) == 64
+    assert {word for word, _ in games} == set(split_words("test"))
+    assert not {word for word, _ in games} & set(split_words("train"))
 
 
 def test_every_game_field_is_a_nested_key(capsys) -> None:

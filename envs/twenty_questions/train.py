@@ -164,10 +164,12 @@ class TwentyQuestionsTrainConfig(training.Config):
     """Secret words (groups) per training step."""
     group_size: int = 8
     """Games per secret word (the GRPO group)."""
-    eval_words: int = 16
-    """Held-out words per evaluation batch (the first ones of the held-out split)."""
-    eval_group_size: int = 4
-    """Games per held-out word."""
+    eval_words: int = 64
+    """Held-out games per evaluation (the first ones of the held-out split, in its seeded order:
+    its 61 words, then words again with other candidate lists)."""
+    eval_group_size: int = 1
+    """Games per held-out word and candidate list (greedy evaluation plays identical games
+    identically, so more than 1 only helps at ``eval_temperature > 0``)."""
 
     scripted_split_noise: float = 0.0
     """Warm start (``warm_start.episodes > 0``): probability that a scripted question splits the
