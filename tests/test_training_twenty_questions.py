@@ -76,8 +76,13 @@ def test_every_game_field_is_a_nested_key(capsys) -> None:
 def test_setting_one_warm_start_key_keeps_the_other_defaults() -> None:
     default = training.parse_config(TwentyQuestionsTrainConfig, []).warm_start
     changed = training.parse_config(TwentyQuestionsTrainConfig, ["warm_start.steps=3"]).warm_start
-    assert changed.steps == 3 and (changed.episodes, changed.batch_size) == (default.episodes, default.batch_size)
-    assert training.parse_config(TwentyQuestionsTrainConfig, ["warm_start.episodes=0"]).warm_start.episodes == 0
+    assert changed.steps == 3 and (changed.episodes, changed.batch_size) == (
+        default.episodes,
+        default.batch_size,
+    )
+    assert (
+        training.parse_config(TwentyQuestionsTrainConfig, ["warm_start.episodes=0"]).warm_start.episodes == 0
+    )
 
 
 def test_smoke_test_keys_are_the_easy_setting() -> None:
@@ -128,16 +133,28 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None
     assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval/episodes"] == 4.0
     # the env's own held-out figure: questions / turns, logged and shown in the summary
     for row in evals:
-        questions, turns = row["eval/env/all/twenty_questions/questions"], row["eval/env/all/twenty_questions/turns"]
+        questions, turns = (
+            row["eval/env/all/twenty_questions/questions"],
+            row["eval/env/all/twenty_questions/turns"],
+        )
         assert row["eval/question_turn_fraction"] == questions / turns
+        before = row["eval/env/all/twenty_questions/turns_before_final_guess"]
+        assert row.get("eval/question_fraction_before_guess") == (questions / before if before else None)
     assert f"question_turn_fraction={evals[-1]['eval/question_turn_fraction']:.3f}" in summary.describe()
     assert (tmp_path / "transcripts" / "eval_step0001.html").read_text().count('class="ep"') == 4
     assert (tmp_path / "reward_curve.png").is_file()
 
 
-def test_eval_figures_is_the_question_turn_fraction() -> None:
+def test_eval_figures_are_the_question_fractions() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, [])
-    assert config.eval_figures({"env/all/twenty_questions/questions": 1.5, "env/all/twenty_questions/turns": 3.0}) == {
-        "question_turn_fraction": 0.5
-    }
+    assert config.eval_figures(
+        {"env/all/twenty_questions/questions": 1.5, "env/all/twenty_questions/turns": 3.0}
+    ) == {"question_turn_fraction": 0.5}
+    assert config.eval_figures(
+        {
+            "env/all/twenty_questions/questions": 1.5,
+            "env/all/twenty_questions/turns": 3.0,
+            "env/all/twenty_questions/turns_before_final_guess": 2.0,
+        }
+    ) == {"question_turn_fraction": 0.5, "question_fraction_before_guess": 0.75}
     assert config.eval_figures({"env/all/twenty_questions/turns": 0.0}) == {}  # nothing played: no figure

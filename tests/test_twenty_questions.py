@@ -128,6 +128,7 @@ def test_always_correct_wins_in_one_turn(renderer, answerer):
     assert record.metrics[Metric.TURNS] == 1.0
     assert record.metrics[Metric.GUESSES] == 1.0
     assert record.metrics[Metric.QUESTION_FRACTION] == 0.0
+    assert record.metrics[Metric.TURNS_BEFORE_FINAL_GUESS] == 0.0
 
 
 @pytest.mark.parametrize("answerer", ["kb", "llm"])
@@ -148,6 +149,16 @@ def test_questions_earn_the_question_reward(renderer, answerer):
     assert record.rewards == [-0.05, 0.0, -0.05]
     assert record.metrics[Metric.QUESTIONS] == 2.0
     assert record.stop_reason == StopReason.MAX_TURNS
+    assert record.metrics[Metric.TURNS_BEFORE_FINAL_GUESS] == 3.0  # the last turn was a question
+
+
+def test_turns_before_the_final_guess_leave_out_only_a_last_guess(renderer):
+    env = make_env(renderer, max_questions=4)
+    record = asyncio.run(
+        play_with_player(env, FixedPlayer(("Is it alive?", "Guess: cat", "Is it big?", "Guess: cow")))
+    )
+    assert record.metrics[Metric.TURNS] == 4.0
+    assert record.metrics[Metric.TURNS_BEFORE_FINAL_GUESS] == 3.0
 
 
 def test_max_guesses_ends_the_game_lost(renderer):
@@ -260,7 +271,9 @@ def test_efficiency_bonus(renderer):
     record = asyncio.run(play_with_player(env, FixedPlayer(("Is it alive?", "Is it a pet?", "Guess: dogs"))))
     assert record.rewards == [0.0, 0.0, pytest.approx(1.0 + 0.5 * (4 - 2) / 4)]
     first = asyncio.run(
-        play_with_player(make_env(renderer, max_questions=4, efficiency_bonus=0.5), FixedPlayer(("Guess: dog",)))
+        play_with_player(
+            make_env(renderer, max_questions=4, efficiency_bonus=0.5), FixedPlayer(("Guess: dog",))
+        )
     )
     assert first.rewards == [pytest.approx(1.5)]
 
@@ -682,7 +695,9 @@ def test_dataset_builder_llm_answerer_on_the_local_backend(renderer):
     train, _ = builder.build(answerer)
     word = train.get_batch(0)[0].word
     env = TwentyQuestionsEnv(renderer, word, answerer, classic(max_questions=3))
-    record = asyncio.run(play_with_player(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}"))))
+    record = asyncio.run(
+        play_with_player(env, FixedPlayer(("Is it an animal?", "Is it big?", f"Guess: {word}")))
+    )
     m = record.metrics
     assert record.won and m[Metric.QUESTIONS] == 2.0
     assert m[Metric.ANSWERS_YES] + m[Metric.ANSWERS_NO] + m[Metric.ANSWERS_UNKNOWN] == 2.0

@@ -80,6 +80,8 @@ class Metric(StrEnum):
     """Questions asked."""
     QUESTION_FRACTION = "twenty_questions/question_fraction"
     """Questions / turns (0 when no turn was taken)."""
+    TURNS_BEFORE_FINAL_GUESS = "twenty_questions/turns_before_final_guess"
+    """Turns before the final guess: all turns but the last when the last one was a guess, else all turns."""
     GUESSES = "twenty_questions/guesses"
     """Guesses made (right or wrong)."""
     WRONG_GUESSES = "twenty_questions/wrong_guesses"
@@ -126,6 +128,8 @@ class EpisodeStats:
     """LLM replies that were neither yes nor no."""
     won: bool = False
     """Whether the secret was guessed."""
+    last_was_guess: bool = False
+    """Whether the latest turn was a guess (right or wrong)."""
     stop_reason: StopReason | None = None
     """Why the episode ended (None while it runs)."""
 
@@ -136,6 +140,7 @@ class EpisodeStats:
             Metric.TURNS: float(self.turns),
             Metric.QUESTIONS: float(self.questions),
             Metric.QUESTION_FRACTION: self.questions / self.turns if self.turns else 0.0,
+            Metric.TURNS_BEFORE_FINAL_GUESS: float(self.turns - 1 if self.last_was_guess else self.turns),
             Metric.GUESSES: float(self.guesses),
             Metric.WRONG_GUESSES: float(self.wrong_guesses),
             Metric.FORMAT_VIOLATIONS: float(self.format_violations),
@@ -206,6 +211,7 @@ class TwentyQuestionsGame:
         stats.turns += 1
         turns_before = stats.turns - 1
         parsed = classify_turn(text)
+        stats.last_was_guess = parsed.kind is TurnKind.GUESS
         logs: dict[str, str | int | float] = {"turn": stats.turns, "kind": str(parsed.kind)}
         reward = 0.0
         if parsed.kind is TurnKind.GUESS:
@@ -318,6 +324,7 @@ class TwentyQuestionsEnv(ChatEnv):
             self.game.stats.faults += 1
             if not self._fault_played:
                 self.game.stats.turns += 1
+                self.game.stats.last_was_guess = False
         if result.episode_done:
             for key in result.metrics:
                 if key.startswith(STOP_METRIC_PREFIX):

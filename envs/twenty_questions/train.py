@@ -126,6 +126,7 @@ SMOKE_TEST = (
 warm start), which the policy learns by enumerating the candidates (module docstring)."""
 QUESTIONS_METRIC = "twenty_questions/questions"
 TURNS_METRIC = "twenty_questions/turns"
+TURNS_BEFORE_FINAL_GUESS_METRIC = "twenty_questions/turns_before_final_guess"
 
 
 @chz.chz
@@ -177,12 +178,22 @@ class TwentyQuestionsTrainConfig(training.Config):
     teaches worse splits, which RL then has to unlearn; see the module docstring)."""
 
     def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        """``question_turn_fraction``: the share of the player's held-out turns that were questions."""
+        """The share of the player's held-out turns that were questions, two ways.
+
+        ``question_turn_fraction``: questions / all turns (the final guess included);
+        ``question_fraction_before_guess``: questions / the turns before each game's final guess
+        (the figure the main job's goal is stated in: a player that asks two halving questions
+        and then guesses scores 1.0 there and 0.5-0.67 on the first).
+        """
         questions = metrics.get(f"env/all/{QUESTIONS_METRIC}")
         turns = metrics.get(f"env/all/{TURNS_METRIC}")
         if not isinstance(questions, int | float) or not isinstance(turns, int | float) or turns <= 0:
             return {}
-        return {"question_turn_fraction": float(questions) / float(turns)}
+        figures = {"question_turn_fraction": float(questions) / float(turns)}
+        before = metrics.get(f"env/all/{TURNS_BEFORE_FINAL_GUESS_METRIC}")
+        if isinstance(before, int | float) and before > 0:
+            figures["question_fraction_before_guess"] = float(questions) / float(before)
+        return figures
 
     def dataset_builder(self) -> TwentyQuestionsDatasetBuilder:
         """Train split and held-out split of Twenty Questions with the KB answerer."""
