@@ -24,7 +24,15 @@ def _run_folder(tmp_path: Path, name: str, rows: list[tuple[int, float, float]])
     folder = tmp_path / name
     folder.mkdir()
     lines = [
-        json.dumps({"step": step, "eval/win_rate": win, "eval/question_turn_fraction": q}) for step, win, q in rows
+        json.dumps(
+            {
+                "step": step,
+                "eval/win_rate": win,
+                "eval/question_turn_fraction": q,
+                "eval/question_fraction_before_guess": min(1.0, q + 0.25),
+            }
+        )
+        for step, win, q in rows
     ]
     (folder / "eval.jsonl").write_text("\n".join(lines) + "\n")
     return folder
@@ -32,10 +40,15 @@ def _run_folder(tmp_path: Path, name: str, rows: list[tuple[int, float, float]])
 
 def test_seed_result_reads_the_warm_start_and_the_after_rl_evaluations(tmp_path: Path) -> None:
     bench = _bench_module()
-    result = bench.seed_result(_run_folder(tmp_path, "s0", [(0, 0.375, 0.4), (10, 0.7, 0.55), (20, 0.875, 0.6)]))
+    result = bench.seed_result(
+        _run_folder(tmp_path, "s0", [(0, 0.375, 0.4), (10, 0.7, 0.55), (20, 0.875, 0.6)])
+    )
     assert result["win_rate_warm_start"] == 0.375 and result["win_rate_after"] == 0.875
     assert result["rl_gain"] == pytest.approx(0.5) and result["rl_steps"] == 20
-    assert result["question_turn_fraction_warm_start"] == 0.4 and result["question_turn_fraction_after"] == 0.6
+    assert (
+        result["question_turn_fraction_warm_start"] == 0.4 and result["question_turn_fraction_after"] == 0.6
+    )
+    assert result["question_fraction_before_guess_after"] == 0.85
     assert result["win_rate_by_step"] == {0: 0.375, 10: 0.7, 20: 0.875}
 
 
@@ -54,7 +67,8 @@ def test_summary_line_reports_each_goal_at_its_worst_seed(tmp_path: Path) -> Non
         bench.seed_result(_run_folder(tmp_path, "b", [(0, 0.5, 0.4), (20, 0.8, 0.55)])),
     ]
     assert bench.summary_line(results) == (
-        "win_rate_warm_start=0.500 win_rate_after=0.800 rl_gain=+0.300 question_turn_fraction_after=0.550 seeds=2"
+        "win_rate_warm_start=0.500 win_rate_after=0.800 rl_gain=+0.300 question_turn_fraction_after=0.550 "
+        "question_fraction_before_guess_after=0.800 seeds=2"
     )
 
 
@@ -64,7 +78,9 @@ def test_bench_refuses_a_run_without_evaluations(capsys: pytest.CaptureFixture[s
     assert "eval_every must be > 0" in capsys.readouterr().err
 
 
-def test_bench_reads_finished_runs_without_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_reads_finished_runs_without_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bench = _bench_module()
     a = _run_folder(tmp_path, "a", [(0, 0.25, 0.6), (16, 0.5, 0.7)])
     b = _run_folder(tmp_path, "b", [(0, 0.375, 0.5), (16, 0.875, 0.65)])
@@ -72,7 +88,8 @@ def test_bench_reads_finished_runs_without_training(tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out.splitlines()
     assert "after 16 RL steps 0.500 (rl_gain +0.250)" in out[0]
     assert out[-1] == (
-        "win_rate_warm_start=0.375 win_rate_after=0.500 rl_gain=+0.250 question_turn_fraction_after=0.650 seeds=2"
+        "win_rate_warm_start=0.375 win_rate_after=0.500 rl_gain=+0.250 question_turn_fraction_after=0.650 "
+        "question_fraction_before_guess_after=0.900 seeds=2"
     )
     assert not (tmp_path / "a" / "metrics.jsonl").exists()  # nothing was trained
 
