@@ -20,12 +20,14 @@ start alone stays <= 0.5, so RL has room), ``b`` the lowest win rate after RL (g
 ``p`` the lowest share of the turns before each game's final guess that were questions (the
 main job's goal: >= 0.5; two halving questions and a guess score 1.0 there, 0.67 on ``q``).
 
-Measured (2026-12-04, make train's default: 8 words x 8 games per RL step, 16 steps; the three
-seeds' runs read with ``--runs``; per seed in ``envs/twenty_questions/train.py``):
-``win_rate_warm_start=0.750 win_rate_after=0.875 rl_gain=+0.188 question_turn_fraction_after=0.561
-seeds=3`` (worst seed per goal: seed 1 or 2 for the warm start, 0.750; seed 0 after RL, 0.875;
-seed 2 for the gain, +0.188, the other two +0.250). The warm-start ceiling (<= 0.5) holds only
-under sampled evaluation (0.42 / 0.53 / 0.50); greedy, the warm start alone wins 0.62-0.75.
+Measured (2026-12-04, make train's default on the 64 distinct held-out games; the three seeds'
+runs read with ``--runs``; per seed in ``envs/twenty_questions/train.py``):
+``win_rate_warm_start=0.766 win_rate_after=0.859 rl_gain=+0.094 question_turn_fraction_after=0.559
+question_fraction_before_guess_after=0.776 seeds=3``
+(worst seed per goal: seed 2 for the warm start, 0.766, for the final win, 0.859, and for the
+gain, +0.094). The warm-start ceiling (<= 0.5) does not hold: greedy, the warm start alone wins
+0.72-0.77. Before 2026-12-04 the held-out games were 16 words x 4, 16 distinct games under greedy
+decoding; the figures below are on those.
 The previous default (4 words x 8 games, 24 steps), same day: ``win_rate_warm_start=0.750
 win_rate_after=0.812 rl_gain=+0.062 question_turn_fraction_after=0.508 seeds=3``; on
 2026-12-03, before runs were reproducible: ``win_rate_after=0.688 rl_gain=-0.062``.

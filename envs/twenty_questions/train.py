@@ -18,8 +18,9 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
    temperature 1, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 2e-4 (constant) scaled by the
    fraction of informative groups (``lr_scale_by_signal``), the compute dtype a quick probe finds faster on the machine
    (``local_compute_dtype=auto``).
-   Held-out evaluation (64 games: 16 held-out words x 4, the same games every time, greedy:
-   ``eval_temperature=0``) after the warm start (step 0), after step 8, and at the end.
+   Held-out evaluation (64 distinct games, the same every time: the 61 held-out words, then 3 of
+   them again with other candidate lists; greedy: ``eval_temperature=0``) after the warm start
+   (step 0), after step 8, and at the end.
 
 Why a short warm start: trained longer on exact halving games, the warm start alone wins 0.97
 held-out and RL has nothing to add (the learning bench measured 0.969 after the warm start,
@@ -33,24 +34,33 @@ the previous default: it taught worse splits that RL then had to unlearn (seed 0
 after the warm start, 0.484 after 16 RL steps, questions on 0.33 of the turns; sampled evaluation).
 
 Measured (2026-12-04, this default, ``python -m envs.twenty_questions.train seed=<s>``, bfloat16 as
-the probe chose on an AMD EPYC with AVX-512 BF16, 2 cores shared with 1-2 other runs, so wall times
-are upper bounds; held-out win after the warm start -> after 8 / 16 RL steps, question-turn fraction
-at the end; runs are reproducible, so a rerun of a seed gives these figures again):
+the probe chose on an AMD EPYC with AVX-512 BF16; held-out win on the 64 distinct games after the
+warm start -> after 8 / 16 RL steps; at the end the share of turns that were questions, of all
+turns and of the turns before each game's final guess; runs are reproducible, so a rerun of a
+seed gives these figures again):
 
-- seed 0: **0.62** -> 0.75 / **0.88** (RL's gain **+0.25**), questions 0.56; 740 CPU-s;
-- seed 1: **0.75** -> 0.88 / **1.00** (**+0.25**), questions 0.56; 588 CPU-s;
-- seed 2: **0.75** -> 0.94 / **0.94** (**+0.19**), questions 0.59; 562 CPU-s, 9.6 min wall beside
-  one other run, 6.6 GB peak RSS;
-- ``make train`` from a fresh clone of 1cf8b7b on the idle machine (seed 0): **0.62** -> 0.75 / **0.88**,
-  questions 0.56, ``done: steps 0..16 in 8.1 min`` (9.5 min wall with the venv set-up, 766 CPU-s): seed 0's
-  figures above exactly, and every training step's reward too.
+- seed 0: **0.719** -> 0.875 / **0.922** (RL's gain **+0.203**), questions 0.56 / 0.78;
+- seed 1: **0.750** -> 0.859 / **0.969** (**+0.219**), questions 0.58 / 0.81; 10.4 min wall
+  beside one other run;
+- seed 2: **0.766** -> 0.875 / **0.859** (**+0.094**), questions 0.58 / 0.81; 10.3 min wall
+  beside one other run;
+- ``make train`` from a fresh clone (seed 0): seed 0's figures above exactly, ``done: steps 0..16
+  in 10.1 min`` beside a helper session's benchmarks (11.3 min wall with the venv set-up, 832
+  CPU-s, 6.9 GB peak RSS); the same training took 8.1 min on the idle machine when the held-out
+  evaluation played 16 distinct games (each 4 times).
+
+Until 2026-12-04 the held-out evaluation was 16 words x 4 games, and greedy decoding plays a
+word's 4 games identically: 16 distinct games, every figure a multiple of 1/16. The figures
+recorded then (0.62 / 0.75 / 0.75 -> 0.88 / 1.00 / 0.94, gains +0.25 / +0.25 / +0.19) came from
+the same weights as the ones above; on 64 distinct games seed 2's gain is +0.09, not +0.19.
 
 The same final weights evaluated at temperature 1 (``eval_temperature=1``, the sampling RL
-trains), on the same 64 games: 0.77 / 0.86 / 0.84; the warm start alone
+trains), on the previous evaluation's games: 0.77 / 0.86 / 0.84; the warm start alone
 sampled: 0.42 / 0.53 / 0.50. The player learned to ask two halving questions (8 -> 4 -> 2) and
 then guess the two words left in turn, which wins every game its splits get right; its losses
 are splits that are off by a word.
 
+The figures in the rest of this paragraph are on the previous evaluation (16 distinct games).
 The previous default, 4 words x 8 games for 24 steps (same warm start, same figures at step 0),
 ended at 0.81 / 0.81 / 0.94 greedy (gains +0.19 / +0.06 / +0.19; after 8 and 16 steps: 0.75 /
 0.69, 0.88 / 0.75, 0.81 / 0.94): twice the groups per step halve the noise of each update, and
@@ -66,11 +76,24 @@ env, attempt, turn: ``rollout.current_sample_call``); two concurrent runs of see
 every loss, reward and held-out game (only the prefix cache's prefill/reuse split differed).
 
 So the run plays the game (questions on more than half of the turns before the final guess,
-enumeration capped at 0.5) and ends at 0.88-1.00 held-out; the goals of issue #20 hold on every
-seed but RL's gain on seed 2 (+0.19): its warm start alone already wins 0.75 greedy. On 128
-held-out games (``eval_words=32``, the same weights) the warm start wins 0.66 / 0.72 / 0.81 and the
-final policy 0.91 / 1.00 / 0.91 (gains +0.25 / +0.28 / +0.09): seed 2's shortfall is real, and a
-warm start weaker on every seed is the next thing to try.
+enumeration capped at 0.5) and ends at 0.86-0.97 held-out; the goals of issue #20 hold on every
+seed but RL's gain on seed 2 (+0.09): its warm start alone already wins 0.77 greedy, and RL
+lifts it only to 0.86. Probes of a weaker warm start, on the 64 distinct games (warm start ->
+after 8 / 16 RL steps; none meets every goal on every seed):
+
+- ``scripted_split_noise=0.3``: 0.375 -> 0.703 / 0.797 (questions 0.44 of all turns; 0.781
+  after 20 steps) | 0.688 -> 0.734 / 0.906 | 0.594 -> 0.828 / 0.922;
+- ``scripted_split_noise=0.3 warm_start.steps=12``: 0.625 -> 0.906 / 0.906 | 0.641 -> 0.859 /
+  0.797 | 0.734 -> 0.844 / 0.797;
+- ``scripted_split_noise=0.25``: 0.703 -> 0.906 / 0.891 (seed 0);
+- ``scripted_split_noise=0.15``: 0.750 -> 0.875 / 0.906 | 0.688 -> 0.797 / 0.875 | 0.750 ->
+  0.891 / 0.891;
+- ``warm_start.steps=8``: 0.531 -> 0.719 / 0.656 (asking fell to 0.31 of the turns: RL drifted
+  towards listing the candidates) | 0.688 -> 0.891 / 0.906 | 0.641 -> 0.797 / 0.859.
+
+A weaker warm start leaves RL room on one seed and costs another seed its final win rate: 16
+steps of 64 games lift a warm start by about 0.1-0.3 held-out, and runs fall back between steps
+8 and 16 in 4 of the 13 runs above.
 
 The smoke test is the old easy setting (4 candidates in 4 turns, where asking cannot help, so
 questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x 8 games per step)::
@@ -79,7 +102,8 @@ questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x
         warm_start.episodes=0 learning_rate=1e-3 max_tokens=16 batch_size=4 \
         max_steps=25 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 (greedy held-out evaluation, bfloat16,
+(:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 on the previous held-out evaluation
+(16 words x 4 games; greedy, so 16 distinct games; bfloat16,
 2 cores shared with 1-2 other runs; held-out win after steps 0 / 10 / 20 / 25): seed 0: 0 / 0.69 /
 0.94 / **1.00** (422 CPU-s); seed 1: 0.06 / 1.00 / 1.00 / **1.00** (495 CPU-s); seed 2: 0.06 /
 1.00 / 1.00 / **1.00** (397 CPU-s, 6.5 min wall beside one other run). With
