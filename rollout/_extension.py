@@ -155,6 +155,34 @@ class ExtensionTracker:
         self.tokens_per_turn = 0
         """Tokens if every turn were its own datum (sum of observation + action lengths)."""
 
+    @property
+    def mode(self) -> ExtensionCheck:
+        """The check this tracker runs."""
+        return self._mode
+
+    @property
+    def split(self) -> bool:
+        """The current observation broke the extension: the next transition starts a datum."""
+        return self._split
+
+    def hot_state(self) -> tuple[FlatOb, int, int, int, int, int]:
+        """``(prev, prev_len, pending, seg, tokens_unique, tokens_per_turn)``: the state a turn
+        without a break changes. The engine's hot loop keeps it in locals, inlining :meth:`acted`
+        and the ``FULL`` check of :meth:`observe` for a single text chunk, and hands it back
+        with :meth:`set_hot_state` before calling any other method (and when the loop ends)."""
+        return self._prev, self._prev_len, self._pending, self._seg, self.tokens_unique, self.tokens_per_turn
+
+    def set_hot_state(
+        self, prev: FlatOb, prev_len: int, pending: int, seg: int, tokens_unique: int, tokens_per_turn: int
+    ) -> None:
+        """Restore what :meth:`hot_state` returned, as the inlined turns left it."""
+        self._prev = prev
+        self._prev_len = prev_len
+        self._pending = pending
+        self._seg = seg
+        self.tokens_unique = tokens_unique
+        self.tokens_per_turn = tokens_per_turn
+
     def start(self, ob: tinker.ModelInput) -> None:
         """Record the first observation."""
         self._prev, self._prev_len = flat_tokens_len(ob)
@@ -228,7 +256,9 @@ class ExtensionTracker:
             self._pending = n_new - self._prev_len - len(action)
             self._prev, self._prev_len = new, n_new
             return None
-        brk = self._diagnose(action, new, turn, getattr(env, "renderer", None), getattr(env, "messages", None))
+        brk = self._diagnose(
+            action, new, turn, getattr(env, "renderer", None), getattr(env, "messages", None)
+        )
         self.breaks.append(brk)
         self._split = True
         # The new context shares its first ``divergence`` tokens with previous + action.

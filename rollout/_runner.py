@@ -9,6 +9,10 @@ Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
   no checkpoint; only a full gate queues (FIFO, on ``anyio.Event`` s). A gate whose limit is
   ``None`` is skipped entirely.
 - Token-budget arithmetic runs only when a token budget is set.
+- The extension tracker's per-turn state is kept in locals of the loop (``ExtensionTracker.hot_state``):
+  a turn whose next observation is one text chunk extending the last one does its datum/token
+  accounting and the exact ``FULL`` check (two C-level list comparisons) inline, with no method
+  call; anything else (a break, several chunks, ``BOUNDARY``) goes through the tracker's methods.
 """
 
 from __future__ import annotations
@@ -276,9 +280,6 @@ async def _loop(
         )
         return stop_reason_from_metrics(initial.metrics) or StopReason.MAX_TOKENS
     ob, stop = initial
-    state.ob = ob
-    if tracker is not None:
-        tracker.start(ob)
     transitions = state.transitions
     max_turns = limits.max_turns
     token_budget = has_token_budget(limits)
@@ -288,6 +289,15 @@ async def _loop(
     sampled = 0
     place = _CURRENT.get()
     truncations = 0  # "length" stops the env continued past (cookbook metric)
+    # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
+    # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
+    full = split = False
+    prev: list[Any] = []
+    n_prev = pending = seg = unique = per_turn = 0
+    if tracker is not None:
+        tracker.start(ob)
+        full = tracker.mode is ExtensionCheck.FULL
+        prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
     try:
         while True:
             if max_turns is not None and turn >= max_turns:
@@ -308,7 +318,8 @@ async def _loop(
                 )
             elif sample_timeout is None:
                 assert sample_gate is not None
-                # Gate fast path inlined (see Gate): no coroutine, no checkpoint when a slot is free.
+                # Gate fast paths inlined (see Gate): no coroutine, no checkpoint when a slot is
+                # free; a release with nobody waiting is an increment.
                 if sample_gate.free > 0:
                     sample_gate.free -= 1
                 else:
@@ -318,17 +329,19 @@ async def _loop(
                         policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
                     )
                 finally:
-                    sample_gate.release()
+                    if sample_gate._waiters:
+                        sample_gate.release()
+                    else:
+                        sample_gate.free += 1
             else:
                 ac = await _sample(policy, ob, stop, max_tokens, sample_gate, sample_timeout)
             tokens = ac.tokens
             if type(tokens) is not list:
                 tokens = ac.tokens = list(tokens)
+            n_ac = len(tokens)
             logprobs = ac.maybe_logprobs
-            if logprobs is not None and len(logprobs) != len(tokens):
-                raise InvalidCompletion(
-                    f"completer returned {len(tokens)} tokens but {len(logprobs)} logprobs"
-                )
+            if logprobs is not None and len(logprobs) != n_ac:
+                raise InvalidCompletion(f"completer returned {n_ac} tokens but {len(logprobs)} logprobs")
             extra: ActionExtra = {"stop_reason": ac.stop_reason}
             if plain_step:
                 result: StepResult = await env.step(tokens, extra=extra)
@@ -339,13 +352,19 @@ async def _loop(
             transition = Transition(ob, ac, result.reward, result.episode_done, result.metrics, result.logs)
             transitions.append(transition)
             turn += 1
-            sampled += len(tokens)
-            if ac.stop_reason == "length" and not result.episode_done:
-                truncations += 1
+            sampled += n_ac
             if result.episode_done:
                 if tracker is not None:
-                    tracker.acted(len(tokens))
-                state.ob = result.next_observation
+                    if split:
+                        tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
+                        tracker.acted(n_ac)
+                        prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
+                    else:  # ExtensionTracker.acted, inlined
+                        seg = n_prev + n_ac
+                        unique += pending + n_ac
+                        pending = 0
+                        per_turn += seg
+                ob = result.next_observation
                 reason = stop_reason_from_metrics(result.metrics)
                 if reason is None:
                     if not config.set_completed_stop_reason:
@@ -356,30 +375,66 @@ async def _loop(
                     }
                     reason = StopReason.COMPLETED
                 return reason
+            if ac.stop_reason == "length":
+                truncations += 1
             ob = result.next_observation
             stop = result.next_stop_condition
-            state.ob = ob
-            if tracker is not None:
+            if tracker is None:
+                continue
+            if not split:
+                # ExtensionTracker.acted, inlined
+                seg = n_prev + n_ac
+                unique += pending + n_ac
+                per_turn += seg
+                if full:
+                    # ExtensionTracker.observe's FULL check, inlined for one text chunk: exact
+                    # (every token of the previous observation and the action is compared, by
+                    # two C-level list comparisons, the short action slice first).
+                    chunks = ob.chunks
+                    if len(chunks) == 1:
+                        chunk = chunks[0]
+                        if type(chunk) is tinker.EncodedTextChunk:
+                            new = chunk.tokens
+                            if (
+                                type(new) is list
+                                and len(new) >= seg
+                                and new[n_prev:seg] == tokens
+                                and new[:n_prev] == prev
+                            ):
+                                pending = len(new) - seg
+                                prev = new
+                                n_prev = len(new)
+                                continue
+                # Anything else (a break, several chunks, BOUNDARY mode): the tracker's own path.
+                tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
+                brk = tracker.observe(tokens, ob, turn, env)
+            else:  # the previous observation broke: this transition starts a datum
+                tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
                 brk = tracker.step(tokens, ob, turn, env)
-                if brk is not None:
-                    if brk.compaction:
-                        transition.metrics = {
-                            **transition.metrics,
-                            METRIC_EXT_BREAK: 1.0,
-                            METRIC_COMPACTION: 1.0,
-                        }
-                        transition.logs = {
-                            **transition.logs,
-                            LOG_EXT_BREAK: str(brk),
-                            LOG_COMPACTION: str(brk),
-                        }
-                    else:
-                        transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
-                        transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
+            prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
+            split = tracker.split
+            if brk is not None:
+                if brk.compaction:
+                    transition.metrics = {
+                        **transition.metrics,
+                        METRIC_EXT_BREAK: 1.0,
+                        METRIC_COMPACTION: 1.0,
+                    }
+                    transition.logs = {
+                        **transition.logs,
+                        LOG_EXT_BREAK: str(brk),
+                        LOG_COMPACTION: str(brk),
+                    }
+                else:
+                    transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
+                    transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
     finally:  # also on the rollout deadline's cancellation
+        state.ob = ob
         state.sampled = sampled
         state.turns = turn
         state.truncations = truncations
+        if tracker is not None:
+            tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
 
 
 def _push_tool_call_limit(env: Env, max_tool_calls: int) -> None:
