@@ -1,8 +1,9 @@
 """The engine: global gates, batches of groups, and streaming of groups as they finish.
 
 Structured concurrency throughout: every group is a task of one anyio task group (per batch or
-stream), every rollout a task of its group's task group. Nothing outlives the call that started
-it: when ``run_batch`` returns or raises, or the ``stream`` context exits, no task is left.
+stream), every rollout a slot of its group's :class:`rollout._tasks.Slots` (an anyio task group's
+semantics on plain asyncio tasks, at half its cost per task). Nothing outlives the call that
+started it: when ``run_batch`` returns or raises, or the ``stream`` context exits, no task is left.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from rollout._results import (
     error_of,
 )
 from rollout._runner import Gate, run_episode
+from rollout._tasks import Slots
 
 _Done = tuple[Trajectory, TrajectoryStats, Env]
 
@@ -55,56 +56,55 @@ async def _run_slots(
     successes = 0
     failure: RolloutError | None = None
 
-    async with anyio.create_task_group() as tg:
+    slots = Slots()
 
-        def fail(err: RolloutError) -> None:
-            nonlocal failure
-            if failure is None:
-                failure = err
-            tg.cancel_scope.cancel()
+    def fail(err: RolloutError) -> None:
+        nonlocal failure
+        if failure is None:
+            failure = err
+        slots.cancel()
 
-        async def slot(i: int, env: Env) -> None:
-            nonlocal retries_left, retries, successes
-            attempt = 0
-            while True:
-                place = _CURRENT.set(_Place(index, i, attempt))
-                try:
-                    traj, stats = await run_episode(
-                        policy, env, config, sample_gate=sample_gate, step_gate=step_gate
-                    )
-                except Exception as exc:
-                    err = error_of(exc)
-                    errors.append(err)
-                    if kind is StrategyKind.FAIL_FAST:
-                        fail(err)
+    async def slot(i: int) -> None:
+        nonlocal retries_left, retries, successes
+        env = envs[i]
+        attempt = 0
+        while True:
+            place = _CURRENT.set(_Place(index, i, attempt))
+            try:
+                traj, stats = await run_episode(
+                    policy, env, config, sample_gate=sample_gate, step_gate=step_gate
+                )
+            except Exception as exc:
+                err = error_of(exc)
+                errors.append(err)
+                if kind is StrategyKind.FAIL_FAST:
+                    fail(err)
+                    return
+                if retries_left > 0 and (kind is StrategyKind.RETRY or successes < floor):
+                    retries_left -= 1
+                    retries += 1
+                    try:
+                        fresh = list(await builder.make_envs())
+                        if not fresh:
+                            raise InvalidGroup("make_envs returned no envs on retry") from None
+                    except Exception as exc2:
+                        err2 = error_of(exc2)
+                        errors.append(err2)
+                        fail(err2)
                         return
-                    if retries_left > 0 and (kind is StrategyKind.RETRY or successes < floor):
-                        retries_left -= 1
-                        retries += 1
-                        try:
-                            fresh = list(await builder.make_envs())
-                            if not fresh:
-                                raise InvalidGroup("make_envs returned no envs on retry") from None
-                        except Exception as exc2:
-                            err2 = error_of(exc2)
-                            errors.append(err2)
-                            fail(err2)
-                            return
-                        env = fresh[i % len(fresh)]
-                        attempt += 1
-                        continue
-                    if kind is StrategyKind.RETRY:
-                        fail(err)
-                    return  # MIN_VIABLE: this slot failed, the others go on
-                finally:
-                    _CURRENT.reset(place)
-                results[i] = (traj, stats, env)
-                successes += 1
-                return
+                    env = fresh[i % len(fresh)]
+                    attempt += 1
+                    continue
+                if kind is StrategyKind.RETRY:
+                    fail(err)
+                return  # MIN_VIABLE: this slot failed, the others go on
+            finally:
+                _CURRENT.reset(place)
+            results[i] = (traj, stats, env)
+            successes += 1
+            return
 
-        for i in range(1, n):
-            tg.start_soon(slot, i, envs[i])
-        await slot(0, envs[0])  # one task fewer per group: slot 0 runs in the group's own task
+    await slots.run(n, slot)  # slot 0 runs in the group's own task (rollout._tasks)
 
     if failure is None and kind is StrategyKind.MIN_VIABLE and successes < floor:
         failure = error_of(GroupBelowFloor(f"{successes}/{n} rollouts succeeded, below the floor of {floor}"))
