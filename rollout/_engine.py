@@ -1,8 +1,8 @@
 """The engine: global gates, batches of groups, and streaming of groups as they finish.
 
-Structured concurrency throughout: every group is a task of one anyio task group (per batch or
-stream), every rollout a slot of its group's :class:`rollout._tasks.Slots` (an anyio task group's
-semantics on plain asyncio tasks, at half its cost per task). Nothing outlives the call that
+Structured concurrency throughout: every group is a task of one :class:`rollout._tasks.Slots` (an
+anyio task group's semantics on plain asyncio tasks, at half its cost per task) per batch or
+stream, every rollout a slot of its group's. Nothing outlives the call that
 started it: when ``run_batch`` returns or raises, or the ``stream`` context exits, no task is left.
 """
 
@@ -25,6 +25,7 @@ from rollout._metrics import summarize
 from rollout._results import BatchAborted, BatchResult, GroupOutcome, TrajectoryStats
 from rollout._runner import Gate, run_episode
 from rollout._strategy import run_group
+from rollout._tasks import Slots
 
 
 class RolloutEngine:
@@ -80,22 +81,22 @@ class RolloutEngine:
         abort = self.config.strategy.abort_batch
         aborted = False
 
-        async with anyio.create_task_group() as tg:
+        groups = Slots()
 
-            async def one(i: int, builder: EnvGroupBuilder) -> None:
-                nonlocal aborted
-                if group_limiter is None:
+        async def one(i: int) -> None:
+            nonlocal aborted
+            builder = builders[i]
+            if group_limiter is None:
+                outcome = await self.run_group(builder, i)
+            else:
+                async with group_limiter:
                     outcome = await self.run_group(builder, i)
-                else:
-                    async with group_limiter:
-                        outcome = await self.run_group(builder, i)
-                sink(outcome)
-                if abort and outcome.failure is not None:
-                    aborted = True
-                    tg.cancel_scope.cancel()
+            sink(outcome)
+            if abort and outcome.failure is not None:
+                aborted = True
+                groups.cancel()
 
-            for i, builder in enumerate(builders):
-                tg.start_soon(one, i, builder)
+        await groups.run(len(builders), one, first_inline=False)  # every group a task of its own
         return aborted
 
     async def run_batch(self, builders: Sequence[EnvGroupBuilder]) -> BatchResult:

@@ -24,43 +24,76 @@ from rollout._results import GroupOutcome
 
 
 def summarize(outcomes: Iterable[GroupOutcome]) -> dict[str, float]:
-    """Aggregate outcomes into the batch metrics described in the module docstring."""
+    """Aggregate outcomes into the batch metrics described in the module docstring.
+
+    One pass over the outcomes and one over the kept trajectories (it runs once per batch, but
+    over every trajectory: integer totals are accumulated exactly, float sums keep ``sum`` over
+    the values in the order the cookbook's ``get_total_rewards`` sums them).
+    """
     outcomes = list(outcomes)
     m: dict[str, float] = {}
-    kept = [o for o in outcomes if o.group is not None]
+    requested = completed = failed = retries = 0
+    failures: Counter[str] = Counter()
+    kept: list[GroupOutcome] = []
+    for o in outcomes:
+        requested += o.requested
+        completed += o.completed
+        failed += o.failed
+        retries += o.retries
+        for e in o.errors:
+            failures[e.error_type] += 1
+        if o.group is not None:
+            kept.append(o)
     m["groups/requested"] = float(len(outcomes))
     m["groups/completed"] = float(len(kept))
     m["groups/failed"] = float(len(outcomes) - len(kept))
-    m["rollouts/requested"] = float(sum(o.requested for o in outcomes))
-    m["rollouts/completed"] = float(sum(o.completed for o in outcomes))
-    m["rollouts/failed"] = float(sum(o.failed for o in outcomes))
-    m["rollouts/retries"] = float(sum(o.retries for o in outcomes))
-    failures = Counter(e.error_type for o in outcomes for e in o.errors)
+    m["rollouts/requested"] = float(requested)
+    m["rollouts/completed"] = float(completed)
+    m["rollouts/failed"] = float(failed)
+    m["rollouts/retries"] = float(retries)
     for kind, count in sorted(failures.items()):
         m[f"failures/{kind}"] = float(count)
     m["failures/total"] = float(sum(failures.values()))
-    stats = [s for o in kept for s in o.stats]
-    stops = Counter(s.stop_reason or "unknown" for s in stats)
+    stops: Counter[str] = Counter()
+    n = turns = datums = breaks = unexpected = compactions = unsupported = sampled = 0
+    unique = trained = per_turn = 0
+    rewards: list[float] = []
+    for o in kept:
+        group = o.group
+        assert group is not None
+        for s in o.stats:
+            n += 1
+            stops[s.stop_reason or "unknown"] += 1
+            turns += s.turns
+            datums += s.datums
+            if s.breaks:
+                breaks += len(s.breaks)
+                unexpected += s.unexpected_breaks
+                compactions += s.compactions
+            unsupported += s.compaction_unsupported
+            sampled += s.sampled_tokens
+            unique += s.tokens_unique
+            trained += s.tokens_trained
+            per_turn += s.tokens_per_turn
+        # == group.get_total_rewards(), without a generator per trajectory
+        for trajectory, final_reward in zip(group.trajectories_G, group.final_rewards_G, strict=True):
+            rewards.append(sum([t.reward for t in trajectory.transitions]) + final_reward)
     for reason, count in sorted(stops.items()):
         m[f"stop/{reason}"] = float(count)
-    n = len(stats)
     m["traj/count"] = float(n)
     if n:
-        m["traj/turns_mean"] = sum(s.turns for s in stats) / n
-        m["traj/datums_per_traj"] = sum(s.datums for s in stats) / n
-    m["traj/ext_breaks"] = float(sum(len(s.breaks) for s in stats))
-    m["traj/ext_breaks_unexpected"] = float(sum(s.unexpected_breaks for s in stats))
-    m["traj/compactions"] = float(sum(s.compactions for s in stats))
-    m["traj/compaction_unsupported"] = float(sum(s.compaction_unsupported for s in stats))
-    m["traj/sampled_tokens"] = float(sum(s.sampled_tokens for s in stats))
-    unique = sum(s.tokens_unique for s in stats)
-    trained = sum(s.tokens_trained for s in stats)
+        m["traj/turns_mean"] = turns / n
+        m["traj/datums_per_traj"] = datums / n
+    m["traj/ext_breaks"] = float(breaks)
+    m["traj/ext_breaks_unexpected"] = float(unexpected)
+    m["traj/compactions"] = float(compactions)
+    m["traj/compaction_unsupported"] = float(unsupported)
+    m["traj/sampled_tokens"] = float(sampled)
     m["tokens/unique"] = float(unique)
     m["tokens/trained"] = float(trained)
-    m["tokens/per_turn"] = float(sum(s.tokens_per_turn for s in stats))
+    m["tokens/per_turn"] = float(per_turn)
     if unique:
         m["tokens/trained_over_unique"] = trained / unique
-    rewards = [r for o in kept for r in o.group.get_total_rewards()]  # type: ignore[union-attr]
     if rewards:
         mean = sum(rewards) / len(rewards)
         m["reward/mean"] = mean

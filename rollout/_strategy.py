@@ -176,9 +176,11 @@ async def run_group(
                     raise InvalidGroup(
                         f"compute_group_rewards returned {len(rewards)} rewards for {len(trajectories)} trajectories"
                     )
-                metrics_G: list[Metrics] = [
-                    {**r[1].as_metrics(), **dict(m)} for r, (_, m) in zip(kept, rewards, strict=True)
-                ]
+                metrics_G: list[Metrics] = []
+                for r, (_, m) in zip(kept, rewards, strict=True):
+                    merged = r[1].as_metrics()  # a fresh dict: the group's metrics go on top
+                    merged.update(m)
+                    metrics_G.append(merged)
                 group = TrajectoryGroup(
                     trajectories_G=trajectories,
                     final_rewards_G=[float(x) for x, _ in rewards],

@@ -46,17 +46,21 @@ class Slots:
         for scope in self._scopes:
             scope.cancel()
 
-    async def run(self, n: int, fn: Callable[[int], Coroutine[Any, Any, None]]) -> None:
-        """Run the slots; return when all are done."""
+    async def run(
+        self, n: int, fn: Callable[[int], Coroutine[Any, Any, None]], *, first_inline: bool = True
+    ) -> None:
+        """Run the slots; return when all are done. ``first_inline``: ``fn(0)`` runs in the
+        calling task (one task fewer; it then shares the caller's context variables), else every
+        slot is a task of its own, as under ``tg.start_soon``."""
         loop = _running_asyncio_loop()
         if loop is None:
             async with anyio.create_task_group() as tg:
                 self._scopes.append(tg.cancel_scope)
                 if self._cancelled:
                     tg.cancel_scope.cancel()
-                for i in range(1, n):
+                for i in range(1 if first_inline else 0, n):
                     tg.start_soon(fn, i)
-                if n:
+                if n and first_inline:
                     await fn(0)
             return
         if not n:
@@ -65,7 +69,7 @@ class Slots:
         scope_type: Any = type(host)  # the backend's class: no backend lookup per scope
         self._scopes.append(host)
         tasks: list[asyncio.Task[None]] = []
-        for i in range(1, n):
+        for i in range(1 if first_inline else 0, n):
             scope = scope_type()
             self._scopes.append(scope)
             task = loop.create_task(self._child(scope, fn, i))
@@ -75,8 +79,9 @@ class Slots:
         if self._cancelled:
             self.cancel()
         try:
-            with host:
-                await fn(0)
+            if first_inline:
+                with host:
+                    await fn(0)
             if self._remaining:
                 self._waiter = loop.create_future()
                 await self._waiter

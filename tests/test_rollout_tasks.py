@@ -31,6 +31,20 @@ def test_all_slots_run_and_slot_zero_runs_in_the_calling_task():
     run(main)
 
 
+def test_without_first_inline_every_slot_is_a_task_of_its_own():
+    async def main():
+        host = asyncio.current_task()
+        tasks: list[object] = []
+
+        async def fn(i: int) -> None:
+            tasks.append(asyncio.current_task())
+
+        await Slots().run(3, fn, first_inline=False)
+        assert len(set(map(id, tasks))) == 3 and host not in tasks
+
+    run(main)
+
+
 def test_cancel_from_a_slot_cancels_every_slot_and_waits_for_them():
     async def main():
         slots = Slots()
