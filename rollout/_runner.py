@@ -165,6 +165,7 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
 
 
 _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic validation
+_TEXT_CHUNK = tinker.EncodedTextChunk
 
 
 class _State:
@@ -291,12 +292,12 @@ async def _loop(
     truncations = 0  # "length" stops the env continued past (cookbook metric)
     # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
     # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
-    full = split = False
+    full = split = fast = False  # fast: FULL check, no pending split (the inlined path)
     prev: list[Any] = []
     n_prev = pending = seg = unique = per_turn = 0
     if tracker is not None:
         tracker.start(ob)
-        full = tracker.mode is ExtensionCheck.FULL
+        full = fast = tracker.mode is ExtensionCheck.FULL
         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
     try:
         while True:
@@ -342,18 +343,20 @@ async def _loop(
             logprobs = ac.maybe_logprobs
             if logprobs is not None and len(logprobs) != n_ac:
                 raise InvalidCompletion(f"completer returned {n_ac} tokens but {len(logprobs)} logprobs")
-            extra: ActionExtra = {"stop_reason": ac.stop_reason}
+            ac_stop = ac.stop_reason
+            extra: ActionExtra = {"stop_reason": ac_stop}
             if plain_step:
                 result: StepResult = await env.step(tokens, extra=extra)
             else:
                 result = await _env_call(
                     functools.partial(env.step, tokens, extra=extra), step_gate, step_timeout, "env.step"
                 )
-            transition = Transition(ob, ac, result.reward, result.episode_done, result.metrics, result.logs)
+            done = result.episode_done
+            transition = Transition(ob, ac, result.reward, done, result.metrics, result.logs)
             transitions.append(transition)
             turn += 1
             sampled += n_ac
-            if result.episode_done:
+            if done:
                 if tracker is not None:
                     if split:
                         tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
@@ -375,37 +378,38 @@ async def _loop(
                     }
                     reason = StopReason.COMPLETED
                 return reason
-            if ac.stop_reason == "length":
+            if ac_stop == "length":
                 truncations += 1
             ob = result.next_observation
             stop = result.next_stop_condition
-            if tracker is None:
-                continue
-            if not split:
+            if fast:
                 # ExtensionTracker.acted, inlined
                 seg = n_prev + n_ac
                 unique += pending + n_ac
                 per_turn += seg
-                if full:
-                    # ExtensionTracker.observe's FULL check, inlined for one text chunk: exact
-                    # (every token of the previous observation and the action is compared, by
-                    # two C-level list comparisons, the short action slice first).
-                    chunks = ob.chunks
-                    if len(chunks) == 1:
-                        chunk = chunks[0]
-                        if type(chunk) is tinker.EncodedTextChunk:
-                            new = chunk.tokens
-                            if (
-                                type(new) is list
-                                and len(new) >= seg
-                                and new[n_prev:seg] == tokens
-                                and new[:n_prev] == prev
-                            ):
-                                pending = len(new) - seg
-                                prev = new
-                                n_prev = len(new)
-                                continue
-                # Anything else (a break, several chunks, BOUNDARY mode): the tracker's own path.
+                # ExtensionTracker.observe's FULL check, inlined for one text chunk. Exact: every
+                # token of the previous observation and of the action is compared, by two C-level
+                # list comparisons, the short action slice first (equal slices imply the length).
+                chunks = ob.chunks
+                if len(chunks) == 1:
+                    chunk = chunks[0]
+                    if type(chunk) is _TEXT_CHUNK:
+                        new = chunk.tokens
+                        if type(new) is list and new[n_prev:seg] == tokens and new[:n_prev] == prev:
+                            n_prev = len(new)
+                            pending = n_prev - seg
+                            prev = new
+                            continue
+                # Anything else (a break, several chunks): the tracker's own path.
+                assert tracker is not None
+                tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
+                brk = tracker.observe(tokens, ob, turn, env)
+            elif tracker is None:
+                continue
+            elif not split:  # BOUNDARY mode
+                seg = n_prev + n_ac
+                unique += pending + n_ac
+                per_turn += seg
                 tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
                 brk = tracker.observe(tokens, ob, turn, env)
             else:  # the previous observation broke: this transition starts a datum
@@ -413,6 +417,7 @@ async def _loop(
                 brk = tracker.step(tokens, ob, turn, env)
             prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
             split = tracker.split
+            fast = full and not split
             if brk is not None:
                 if brk.compaction:
                     transition.metrics = {
