@@ -72,9 +72,7 @@ class Slots:
         for i in range(1 if first_inline else 0, n):
             scope = scope_type()
             self._scopes.append(scope)
-            task = loop.create_task(self._child(scope, fn, i))
-            task.add_done_callback(self._child_done)
-            tasks.append(task)
+            tasks.append(loop.create_task(self._child(scope, fn, i)))  # kept: the loop's refs are weak
         self._remaining = len(tasks)
         if self._cancelled:
             self.cancel()
@@ -96,23 +94,25 @@ class Slots:
         if self._errors:
             raise BaseExceptionGroup("unhandled errors in a slot group", self._errors)
 
-    @staticmethod
     async def _child(
-        scope: anyio.CancelScope, fn: Callable[[int], Coroutine[Any, Any, None]], i: int
+        self, scope: anyio.CancelScope, fn: Callable[[int], Coroutine[Any, Any, None]], i: int
     ) -> None:
-        with scope:
-            await fn(i)
-
-    def _child_done(self, task: asyncio.Task[None]) -> None:
-        self._remaining -= 1
-        if not task.cancelled():
-            exc = task.exception()
-            if exc is not None:
-                self._errors.append(exc)
-                self.cancel()
-        waiter = self._waiter
-        if not self._remaining and waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        # Bookkeeping in the task itself, not in a done callback (one scheduled callback fewer).
+        try:
+            with scope:
+                await fn(i)
+        except asyncio.CancelledError:
+            raise  # not from this slot's scope: only asyncio.run's shutdown cancels these tasks
+        except BaseException as exc:
+            self._errors.append(exc)  # raised by run() once every slot is done
+            self.cancel()
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise  # asyncio stops the loop with these, as for any task
+        finally:
+            self._remaining -= 1
+            waiter = self._waiter
+            if not self._remaining and waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait until every child task is done, whatever cancellations arrive meanwhile."""
