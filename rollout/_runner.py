@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -168,6 +169,10 @@ _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic vali
 _TEXT_CHUNK = tinker.EncodedTextChunk
 
 
+_NO_GATE = Gate(None)
+"""Stands in for an absent sampling gate in the hot loop's typed local (never taken)."""
+
+
 class _State:
     """What a rollout has collected so far (read by the deadline path)."""
 
@@ -283,8 +288,10 @@ async def _loop(
     ob, stop = initial
     transitions = state.transitions
     max_turns = limits.max_turns
+    turn_cap = max_turns if max_turns is not None else sys.maxsize  # one comparison per turn
     token_budget = has_token_budget(limits)
     plain_sample = sample_gate is None and sample_timeout is None
+    gate = sample_gate if sample_gate is not None else _NO_GATE  # typed for the inlined fast path
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
@@ -301,7 +308,7 @@ async def _loop(
         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
     try:
         while True:
-            if max_turns is not None and turn >= max_turns:
+            if turn >= turn_cap:
                 _stop_transition(state, StopReason.MAX_TURNS)
                 return StopReason.MAX_TURNS
             max_tokens = None
@@ -318,22 +325,21 @@ async def _loop(
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
                 )
             elif sample_timeout is None:
-                assert sample_gate is not None
                 # Gate fast paths inlined (see Gate): no coroutine, no checkpoint when a slot is
                 # free; a release with nobody waiting is an increment.
-                if sample_gate.free > 0:
-                    sample_gate.free -= 1
+                if gate.free > 0:
+                    gate.free -= 1
                 else:
-                    await sample_gate.wait()
+                    await gate.wait()
                 try:
                     ac = await (
                         policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
                     )
                 finally:
-                    if sample_gate._waiters:
-                        sample_gate.release()
+                    if gate._waiters:
+                        gate.release()
                     else:
-                        sample_gate.free += 1
+                        gate.free += 1
             else:
                 ac = await _sample(policy, ob, stop, max_tokens, sample_gate, sample_timeout)
             tokens = ac.tokens
