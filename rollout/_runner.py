@@ -497,8 +497,8 @@ async def run_episode(
         tracker_used: ExtensionTracker | None = None
     else:
         tracker_used = tracker
-    sgate = sample_gate if sample_gate is not None and sample_gate.enabled else None
-    egate = step_gate if step_gate is not None and step_gate.enabled else None
+    sgate = sample_gate if sample_gate is not None and sample_gate.limit is not None else None
+    egate = step_gate if step_gate is not None and step_gate.limit is not None else None
     reason: str | None = None
     timeout = limits.rollout_timeout_seconds
     if timeout is None:
