@@ -28,9 +28,22 @@ event_loop_lag_p99_ms=4.3-5.3`` (bare sleeps 1.064x ideal).
 Measured 2026-12-03 at load average 18 (shared 2-core machine; the CPU-time ratios hold under
 load, the wall figures do not): ``ratio_steps_per_s_vs_cookbook=2.00
 ratio_steps_per_s_vs_lean_cookbook=0.85 ratio_wall_vs_ideal=1.495`` (bare sleeps 1.136x ideal).
-Against the lean cookbook the 1.3x goal is not met: nearly all of the shipped cookbook's cost
-was its tracing and logging; our engine with no gate and no extension check runs ~1.15x the lean
-cookbook, and the exact per-turn extension check (which the cookbook does not do) costs ~25%.
+(Nearly all of the shipped cookbook's cost was its tracing and logging; the exact per-turn
+extension check, which the cookbook does not do, cost our engine ~25%.)
+Measured 2026-12-04 at load average 5-6 (shared 2-core machine; the ratios use the process's CPU
+time, which holds under load; the wall figures do not), main (18dbbd2) and branch s8engine run
+back to back, twice each. main: ``ratio_steps_per_s_vs_cookbook=1.89 / 2.00
+ratio_steps_per_s_vs_lean_cookbook=0.73 / 0.75``; s8engine: ``ratio_steps_per_s_vs_cookbook=2.85
+/ 2.57 ratio_steps_per_s_vs_lean_cookbook=1.08 / 1.05`` (no gate, no check: 1.25 / 1.22 x the
+lean cookbook). What changed: the hot loop keeps the extension tracker's per-turn state in locals
+and inlines the exact FULL check (check and gate now cost ~13%), a group's slots and the batch's
+groups run on plain asyncio tasks with anyio cancel-scope semantics (``rollout._tasks.Slots``,
+~5 us per task against ~11 us for anyio's ``start_soon``), ``summarize`` makes one pass. The 1.3x
+goal is still not met. Per turn our loop is the cheaper one (one 20-turn episode alone, no task:
+~33 us of CPU against ~43-48 us for the cookbook's ``run_rollout``, the exact check included);
+per episode the batch costs us ~19-21 us against the lean cookbook's ~11-13 us (1-turn episodes):
+a task in its own cancel scope, ``TrajectoryStats`` and per-trajectory metrics, the shielded,
+bounded cleanup of the group and the batch summary, none of which the cookbook's loop has.
 """
 
 from __future__ import annotations
@@ -298,9 +311,7 @@ async def _lag(n_groups: int, size: int) -> tuple[list[float], float]:
     builders: Sequence[SyntheticGroup] = [
         SyntheticGroup(lambda _i: CpuRewardEnv(), size=size) for _ in range(n_groups)
     ]
-    engine = RolloutEngine(
-        SleepingCompleter(0.020), EngineConfig(max_concurrent_samples=64)
-    )
+    engine = RolloutEngine(SleepingCompleter(0.020), EngineConfig(max_concurrent_samples=64))
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
         tg.start_soon(probe)
