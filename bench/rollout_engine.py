@@ -31,9 +31,9 @@ ratio_steps_per_s_vs_lean_cookbook=0.85 ratio_wall_vs_ideal=1.495`` (bare sleeps
 (Nearly all of the shipped cookbook's cost was its tracing and logging; the exact per-turn
 extension check, which the cookbook does not do, cost our engine ~25%.)
 Measured 2026-12-04 at load average 5-6 (shared 2-core machine; the ratios use the process's CPU
-time, which holds under load; the wall figures do not), main (18dbbd2) and branch s8engine run
-back to back, twice each. main: ``ratio_steps_per_s_vs_cookbook=1.89 / 2.00
-ratio_steps_per_s_vs_lean_cookbook=0.73 / 0.75``; s8engine: ``ratio_steps_per_s_vs_cookbook=2.85
+time, which holds under load; the wall figures do not), the engine before (18dbbd2) and after
+that day's changes, run back to back, twice each. Before: ``ratio_steps_per_s_vs_cookbook=1.89 / 2.00
+ratio_steps_per_s_vs_lean_cookbook=0.73 / 0.75``; after: ``ratio_steps_per_s_vs_cookbook=2.85
 / 2.57 ratio_steps_per_s_vs_lean_cookbook=1.08 / 1.05`` (no gate, no check: 1.25 / 1.22 x the
 lean cookbook). What changed: the hot loop keeps the extension tracker's per-turn state in locals
 and inlines the exact FULL check (check and gate now cost ~13%), a group's slots and the batch's
