@@ -97,7 +97,9 @@ def test_runs_code_and_reports_how_it_ended(mode: Isolation, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("mode", STRONG)
 def test_limits_end_the_run_as_a_failed_call(mode: Isolation, tmp_path: Path) -> None:
-    limits = SandboxLimits(timeout_s=1.0, memory_mb=256, output_bytes=1000, max_code_bytes=200)
+    # 4 s: the memory case must fail by memory, not by time, even when starting the sandboxed
+    # interpreter is slow (on a loaded 2-core machine it took more than 1 s)
+    limits = SandboxLimits(timeout_s=4.0, memory_mb=256, output_bytes=1000, max_code_bytes=200)
     sandbox = _sandbox(tmp_path, isolation=mode, limits=limits)
 
     async def main():
@@ -114,7 +116,7 @@ def test_limits_end_the_run_as_a_failed_call(mode: Isolation, tmp_path: Path) ->
         return results
 
     results = anyio.run(main)
-    assert results["loop"].status is RunStatus.TIMEOUT and "time limit of 1 s" in results["loop"].detail
+    assert results["loop"].status is RunStatus.TIMEOUT and "time limit of 4 s" in results["loop"].detail
     out = results["output"]
     assert out.status is RunStatus.OUTPUT_LIMIT and out.truncated and len(out.output) == 1000
     assert results["memory"].status is RunStatus.MEMORY and "MemoryError" in results["memory"].output
@@ -127,7 +129,7 @@ def test_limits_end_the_run_as_a_failed_call(mode: Isolation, tmp_path: Path) ->
 def test_escape_attempts_are_stopped_by_the_kernel_layers(mode: Isolation, tmp_path: Path) -> None:
     """Every attempt with the audit hook off: what stops it is the namespaces / Landlock /
     seccomp / rlimits layer. Nothing escapes, every run fails, nothing is left behind."""
-    limits = SandboxLimits(timeout_s=1.0)
+    limits = SandboxLimits(timeout_s=4.0)  # 4 s: allocations fail by memory, not by a slow start
     sandbox = _sandbox(tmp_path, isolation=mode, audit_hook=False, limits=limits, concurrency=4)
     outcomes = anyio.run(lambda: run_escape_attempts(sandbox, concurrency=4))
     assert len(outcomes) == len([a for a in ESCAPE_ATTEMPTS if mode in a.modes]) >= 20
