@@ -44,6 +44,10 @@ goal is still not met. Per turn our loop is the cheaper one (one 20-turn episode
 per episode the batch costs us ~19-21 us against the lean cookbook's ~11-13 us (1-turn episodes):
 a task in its own cancel scope, ``TrajectoryStats`` and per-trajectory metrics, the shielded,
 bounded cleanup of the group and the batch summary, none of which the cookbook's loop has.
+On the idle machine (load 0.5), before then after, back to back: ``ratio_steps_per_s_vs_cookbook=1.98
+ratio_steps_per_s_vs_lean_cookbook=0.72 ratio_wall_vs_ideal=1.086 event_loop_lag_p99_ms=3.17`` and
+``ratio_steps_per_s_vs_cookbook=2.77 ratio_steps_per_s_vs_lean_cookbook=1.08 ratio_wall_vs_ideal=1.078
+event_loop_lag_p99_ms=2.14``: no latency cost, and the wall goal (<= 1.15) holds on both.
 """
 
 from __future__ import annotations
