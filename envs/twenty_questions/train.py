@@ -102,11 +102,14 @@ questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x
         warm_start.episodes=0 learning_rate=1e-3 max_tokens=16 batch_size=4 \
         max_steps=25 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 on the previous held-out evaluation
-(16 words x 4 games; greedy, so 16 distinct games; bfloat16,
-2 cores shared with 1-2 other runs; held-out win after steps 0 / 10 / 20 / 25): seed 0: 0 / 0.69 /
-0.94 / **1.00** (422 CPU-s); seed 1: 0.06 / 1.00 / 1.00 / **1.00** (495 CPU-s); seed 2: 0.06 /
-1.00 / 1.00 / **1.00** (397 CPU-s, 6.5 min wall beside one other run). With
+(:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 on the 64 distinct held-out games
+(greedy, bfloat16; held-out win after steps 0 / 10 / 20 / 25): seed 0: 0.03 / 0.81 / 0.83 /
+**0.94** (393 CPU-s); seed 1: 0.09 / 0.98 / 0.97 / **0.97** (485 CPU-s); seed 2: 0.06 / 0.97 /
+0.98 / **0.98** (346 CPU-s, 8.2 min wall beside CI and another run; the wall times of these
+draws, 8.2-15.9 min, were all on a loaded machine). The same training on the previous
+evaluation (16 words x 4 games, 16 distinct games greedy), same day: 0 / 0.69 / 0.94 / **1.00**,
+0.06 / 1.00 / 1.00 / **1.00**, 0.06 / 1.00 / 1.00 / **1.00** (6.5 min wall for seed 2 beside one
+other run). With
 ``lr_scale_by_signal=false`` (the smoke test's keys until then) the same day: 1.00 / 0.75 / 1.00 at
 step 25, seed 1 falling from 1.00 at step 10: at lr 1e-3, steps that train on the one group not
 yet won move the weights as far as steps with four (on 2026-12-03 a seed-2 draw even collapsed
