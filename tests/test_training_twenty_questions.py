@@ -90,7 +90,7 @@ def test_smoke_test_keys_are_the_easy_setting() -> None:
     assert (config.env.candidates, config.env.max_questions, config.env.question_reward) == (4, 4, -0.05)
     assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
     assert config.lr_scale_by_signal and config.batch_size == 4  # the rate follows the informative groups
-    assert (config.max_steps, config.eval_every) == (25, 10)
+    assert (config.max_steps, config.eval_every) == (20, 10)
     assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys
 
 
