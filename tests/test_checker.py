@@ -374,3 +374,22 @@ def test_an_undeclared_tool_env_is_not_ok_and_says_why() -> None:
         broken.ToolGroup(declare=False), examples=6, tools=[broken.LOOKUP_TOOL], block_threshold_s=5.0
     )
     assert given_tools.stats["tool_calls"] > 0
+
+
+def test_lag_monitor_leaves_out_garbage_collection_pauses() -> None:
+    """A pause inside a garbage collection is the runtime's, not the env's: not counted as
+    blocking; the same pause outside one is."""
+    import time
+
+    from envs.checker._run import _LagMonitor
+
+    monitor = _LagMonitor(interval=0.0)
+    monitor._last = time.monotonic()
+    monitor._on_gc("start", {})
+    time.sleep(0.2)  # stands for a long collection
+    monitor._on_gc("stop", {})
+    monitor._tick()
+    assert monitor.max_gap < 0.1
+    time.sleep(0.2)  # the env blocking the loop
+    monitor._tick()
+    assert monitor.max_gap >= 0.15
