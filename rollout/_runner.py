@@ -412,13 +412,7 @@ async def _loop(
                 brk = tracker.observe(tokens, ob, turn, env)
             elif tracker is None:
                 continue
-            elif not split:  # BOUNDARY mode
-                seg = n_prev + n_ac
-                unique += pending + n_ac
-                per_turn += seg
-                tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
-                brk = tracker.observe(tokens, ob, turn, env)
-            else:  # the previous observation broke: this transition starts a datum
+            else:  # BOUNDARY mode, or the previous observation broke: the tracker's own path
                 tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
                 brk = tracker.step(tokens, ob, turn, env)
             prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
