@@ -32,15 +32,16 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 1.0)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
-    # a short warm start on the exact halving player (too short to learn it), then RL, each
-    # evaluated greedily on the same held-out games
-    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.0
+    # a short warm start on a halving player that splits at random 3 times in 10 (too short to
+    # learn it), then RL, each evaluated greedily on the same held-out games
+    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.3
+    assert config.learning_rate == 3e-4 and config.lr_scale_by_signal
     assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 16, 0.0)
     assert 0 < config.eval_every < config.max_steps
     builder = config.dataset_builder()
     assert builder.env is config.env and builder.env.format_penalty == 0.1
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
-    assert builder.scripted_split_noise == 0.0
+    assert builder.scripted_split_noise == 0.3
     assert builder.test_batch_size == 64 and builder.test_group_size == 1  # 64 held-out games
     assert builder.model_name_for_tokenizer == config.model_name and builder.renderer_name is None
 
