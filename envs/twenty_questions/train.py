@@ -13,7 +13,7 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
 1. **Warm start** (``warm_start.*``): 10 ``cross_entropy`` steps (batches of 16) on 64 scripted
    games of the halving player with ``scripted_split_noise=0.3`` (each question names half of the
    words still possible, copied from the prompt, except 3 times in 10 a random number of them;
-   it wins 0.89 of its games). Too few steps to learn it: the policy learns the moves (set
+   it wins 57 of the 64 scripted games). Too few steps to learn it: the policy learns the moves (set
    questions, then ``Guess: <word>``) and part of the strategy.
 2. **RL**: importance-sampling policy gradient, LoRA rank 16, 8 words x 8 games per step at
    temperature 1, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 3e-4 (constant) scaled by the
@@ -46,9 +46,11 @@ seed gives these figures again):
 - seed 0: **0.375** -> 0.734 / **0.875** (RL's gain **+0.500**), questions 0.57 / 0.80;
 - seed 1: **0.688** -> 0.828 / **0.891** (**+0.203**), questions 0.57 / 0.81;
 - seed 2: **0.594** -> 0.828 / **0.844** (**+0.250**), questions 0.58 / 0.81;
-- each run took 17.6-19.6 min wall beside one other run and a helper session's benchmarks (load
-  4-5; 721-815 CPU-s, 6.9-7.2 GB peak RSS); ``make train`` from a fresh clone: see the notes of
-  issue #20.
+- ``make train`` from a fresh clone (seed 0): seed 0's figures above exactly; run again on the
+  idle machine: ``done: steps 0..16 in 9.1 min`` (9.2 min wall, 775 CPU-s, 7.3 GB peak RSS).
+  The three seeds' runs above took 17.6-19.6 min wall beside one other run and a helper
+  session's benchmarks (load 4-5): 815 / 721 / 738 CPU-s for seeds 0 / 1 / 2, so seeds 1 and 2
+  need less compute than seed 0.
 
 Every goal of issue #20 holds on every seed, seed 1's gain with no game to spare (57 wins of 64
 against the warm start's 44: 13 more; 12 would fall below +0.2). The margins are thin, and any change to the numbers (a
