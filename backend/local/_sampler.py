@@ -622,11 +622,10 @@ class SamplerEngine:
                 scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
             weights.append(torch.log_softmax(scores, -1))
         if drawn:
-            if plain and len(drawn) == n:
-                logw = logp
-            else:
-                logw = torch.stack(weights)
-            uniforms = [float(torch.rand((), dtype=torch.float64, generator=rows[i].generator)) for i in drawn]
+            logw = logp if plain and len(drawn) == n else torch.stack(weights)
+            uniforms = [
+                float(torch.rand((), dtype=torch.float64, generator=rows[i].generator)) for i in drawn
+            ]
             for i, tok in zip(drawn, draw_categorical(logw.exp(), uniforms).tolist(), strict=True):
                 tokens[i] = tok
         chosen = logp.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
