@@ -18,6 +18,12 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
   probability-times-value product is summed chunk by chunk in a fixed order (zero-probability
   chunks add exact zeros). So a seeded sample is reproducible whatever the batching was.
 
+- **oneDNN products**: the linear layers and the unembedding run through oneDNN with weights
+  prepacked once (:class:`Linear`); on CPUs where PyTorch's BLAS (MKL) takes a slower path, such
+  as AMD Zen, that is 2-2.5x faster in float32. oneDNN's rows do not depend on how many rows a
+  product has either (checked for 2..2048 rows; a single row takes a matrix-vector kernel, which
+  ``MIN_ROWS`` keeps away). Without oneDNN the products fall back to ``F.linear``.
+
 Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
 """
 
@@ -47,6 +53,40 @@ def key_span(length: int) -> int:
     return round_up(length + 1, CHUNK)
 
 
+class Linear:
+    """``x @ weight.T`` through oneDNN with ``weight`` prepacked (a copy in oneDNN's layout), or
+    plain ``F.linear`` on ``weight`` itself where oneDNN cannot run it."""
+
+    def __init__(self, weight: torch.Tensor, use_onednn: bool) -> None:
+        self.weight = weight
+        self.packed: torch.Tensor | None = None
+        if use_onednn:
+            with torch.inference_mode():
+                self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return F.linear(x, self.weight)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
+
+
+def onednn_linear_works(dtype: torch.dtype) -> bool:
+    """Whether oneDNN runs ``dtype`` products here and agrees with ``F.linear`` on a small one."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(MIN_ROWS, 64, generator=gen).to(dtype)
+        w = torch.randn(32, 64, generator=gen).to(dtype)
+        with torch.inference_mode():
+            got = Linear(w, True)(x)
+            ref = F.linear(x, w)
+    except (RuntimeError, AttributeError):
+        return False
+    tol = 1e-4 if dtype == torch.float32 else 1e-1
+    return got.shape == ref.shape and bool(torch.allclose(got.float(), ref.float(), atol=tol, rtol=tol))
+
+
 class UnsupportedModelError(ValueError):
     """The model is not a Llama-family causal LM this decoder can run."""
 
@@ -54,14 +94,14 @@ class UnsupportedModelError(ValueError):
 @dataclass
 class _Layer:
     input_norm: Any
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    o: torch.Tensor
+    q: Linear
+    k: Linear
+    v: Linear
+    o: Linear
     post_norm: Any
-    gate: torch.Tensor
-    up: torch.Tensor
-    down: torch.Tensor
+    gate: Linear
+    up: Linear
+    down: Linear
 
 
 class SlotCache:
@@ -134,10 +174,13 @@ class SlotDecoder:
 
     Args:
         model: a ``LlamaForCausalLM``-like model (RMSNorm, rotary positions, grouped-query
-            attention, gated MLP, no biases); its weights are used in place, never copied.
+            attention, gated MLP, no biases). Its weights are read, never changed; with oneDNN
+            the linear ones (and the unembedding) are also kept prepacked, a copy of their size.
+        onednn: run the products through oneDNN (``None``: where it works, see
+            :func:`onednn_linear_works`); ``False`` uses ``F.linear`` on the model's weights.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, onednn: bool | None = None) -> None:
         config = model.config
         inner = getattr(model, "model", None)
         layers = getattr(inner, "layers", None)
@@ -158,19 +201,20 @@ class SlotDecoder:
         self.embed = inner.embed_tokens.weight
         self.dtype = self.embed.dtype
         self.norm = inner.norm
-        self.lm_head = model.lm_head.weight
-        self.vocab_size = int(self.lm_head.shape[0])
+        self.onednn = onednn_linear_works(self.dtype) if onednn is None else onednn
+        self.lm_head = Linear(model.lm_head.weight, self.onednn)
+        self.vocab_size = int(model.lm_head.weight.shape[0])
         self.layers = [
             _Layer(
                 input_norm=layer.input_layernorm,
-                q=layer.self_attn.q_proj.weight,
-                k=layer.self_attn.k_proj.weight,
-                v=layer.self_attn.v_proj.weight,
-                o=layer.self_attn.o_proj.weight,
+                q=Linear(layer.self_attn.q_proj.weight, self.onednn),
+                k=Linear(layer.self_attn.k_proj.weight, self.onednn),
+                v=Linear(layer.self_attn.v_proj.weight, self.onednn),
+                o=Linear(layer.self_attn.o_proj.weight, self.onednn),
                 post_norm=layer.post_attention_layernorm,
-                gate=layer.mlp.gate_proj.weight,
-                up=layer.mlp.up_proj.weight,
-                down=layer.mlp.down_proj.weight,
+                gate=Linear(layer.mlp.gate_proj.weight, self.onednn),
+                up=Linear(layer.mlp.up_proj.weight, self.onednn),
+                down=Linear(layer.mlp.down_proj.weight, self.onednn),
             )
             for layer in layers
         ]
@@ -305,23 +349,23 @@ class SlotDecoder:
         assert cache.data is not None
         for i, layer in enumerate(self.layers):
             x = layer.input_norm(hidden)
-            q = F.linear(x, layer.q).view(rows, self.n_heads, d)
-            k = F.linear(x, layer.k).view(rows, self.n_kv, d)
-            v = F.linear(x, layer.v).view(rows, self.n_kv, d)
+            q = layer.q(x).view(rows, self.n_heads, d)
+            k = layer.k(x).view(rows, self.n_kv, d)
+            v = layer.v(x).view(rows, self.n_kv, d)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
             cache.data[i, 0, slot_idx, :, write_pos] = k[:n]
             cache.data[i, 1, slot_idx, :, write_pos] = v[:n]
-            hidden = hidden + F.linear(attend(i, q), layer.o)
+            hidden = hidden + layer.o(attend(i, q))
             x = layer.post_norm(hidden)
-            hidden = hidden + F.linear(self.act(F.linear(x, layer.gate)) * F.linear(x, layer.up), layer.down)
+            hidden = hidden + layer.down(self.act(layer.gate(x)) * layer.up(x))
         return self.norm(hidden)
 
     def _logits(self, last: torch.Tensor) -> torch.Tensor:
         n = last.shape[0]
         if n < MIN_ROWS:
             last = torch.cat([last, last.new_zeros(MIN_ROWS - n, last.shape[1])])
-        return F.linear(last, self.lm_head)[:n].float()
+        return self.lm_head(last)[:n].float()
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
