@@ -2,8 +2,9 @@
 
 The sampling engine runs the model through :class:`SlotDecoder` instead of ``model(...)``:
 
-- **Slot KV cache** (:class:`SlotCache`): one preallocated tensor ``[layers, 2, slots, kv_heads,
-  capacity, head_dim]``; a sequence lives in one slot with its token ``i`` at column ``i``. A
+- **Slot KV cache** (:class:`SlotCache`): preallocated keys ``[layers, slots, kv_heads, head_dim,
+  capacity]`` (transposed) and values ``[layers, slots, kv_heads, capacity, head_dim]``; a
+  sequence lives in one slot with its token ``i`` at column ``i``. A
   decode step writes one column per row in place (no per-step concatenation or padding copies),
   and grouped-query attention reads the shared KV heads directly (no ``repeat_kv``).
 - **Packed prefill**: the new tokens of several sequences are run as one ``[tokens, hidden]``
@@ -105,26 +106,32 @@ class _Layer:
 
 
 class SlotCache:
-    """KV storage of the running sequences: ``data[layer, 0 | 1, slot, kv_head, column, dim]``.
+    """KV storage of the running sequences: keys transposed, ``keys[layer, slot, kv_head, dim,
+    column]``, and ``values[layer, slot, kv_head, column, dim]`` (attention's two products then
+    read their right operand row-major: queries @ keys is ~1.4x faster than against keys stored
+    as values are).
 
     Grows (never shrinks) to the slots and columns asked for; new storage is zeroed, so columns a
     sequence never wrote hold finite values (masked attention multiplies them by exact zeros).
+    Blocks handed in and out (:meth:`read`, :meth:`write`) are ``[layers, 2, kv_heads, n, dim]``
+    (keys, then values).
     """
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
-        self.shape = (layers, 2, kv_heads, head_dim)
+        self.shape = (layers, kv_heads, head_dim)
         self.dtype = dtype
-        self.data: torch.Tensor | None = None
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
 
     @property
     def slots(self) -> int:
         """Slots allocated."""
-        return 0 if self.data is None else self.data.shape[2]
+        return 0 if self.values is None else self.values.shape[1]
 
     @property
     def capacity(self) -> int:
         """Columns (token positions) per slot."""
-        return 0 if self.data is None else self.data.shape[4]
+        return 0 if self.values is None else self.values.shape[3]
 
     def ensure(self, slots: int, columns: int) -> None:
         """Make room for ``slots`` slots of ``columns`` positions (copies what is there on growth)."""
@@ -132,31 +139,37 @@ class SlotCache:
             return
         new_slots = max(slots, self.slots)
         new_cols = max(round_up(columns, 256), self.capacity)
-        layers, two, heads, dim = self.shape
-        data = torch.zeros(layers, two, new_slots, heads, new_cols, dim, dtype=self.dtype)
-        if self.data is not None:
-            data[:, :, : self.slots, :, : self.capacity] = self.data
-        self.data = data
+        layers, heads, dim = self.shape
+        keys = torch.zeros(layers, new_slots, heads, dim, new_cols, dtype=self.dtype)
+        values = torch.zeros(layers, new_slots, heads, new_cols, dim, dtype=self.dtype)
+        if self.keys is not None and self.values is not None:
+            keys[:, : self.slots, :, :, : self.capacity] = self.keys
+            values[:, : self.slots, :, : self.capacity] = self.values
+        self.keys, self.values = keys, values
 
     def release(self) -> None:
         """Drop the storage (the next :meth:`ensure` allocates afresh)."""
-        self.data = None
+        self.keys = self.values = None
 
     def read(self, slot: int, length: int) -> torch.Tensor:
         """A copy of the first ``length`` columns of ``slot``: ``[layers, 2, kv_heads, length, dim]``."""
-        assert self.data is not None
-        return self.data[:, :, slot, :, :length].clone()
+        assert self.keys is not None and self.values is not None
+        keys = self.keys[:, slot, :, :, :length].transpose(-1, -2)
+        return torch.stack([keys, self.values[:, slot, :, :length]], 1)
 
     def write(self, slot: int, kv: torch.Tensor) -> None:
         """Put ``kv`` (``[layers, 2, kv_heads, n, dim]``) into the first ``n`` columns of ``slot``."""
-        assert self.data is not None
-        self.data[:, :, slot, :, : kv.shape[3]] = kv
+        assert self.keys is not None and self.values is not None
+        n = kv.shape[3]
+        self.keys[:, slot, :, :, :n] = kv[:, 0].transpose(-1, -2)
+        self.values[:, slot, :, :n] = kv[:, 1]
 
     def copy(self, src: int, dst: int, length: int) -> None:
         """Copy the first ``length`` columns of slot ``src`` into slot ``dst``."""
-        assert self.data is not None
+        assert self.keys is not None and self.values is not None
         if src != dst and length > 0:
-            self.data[:, :, dst, :, :length] = self.data[:, :, src, :, :length]
+            self.keys[:, dst, :, :, :length] = self.keys[:, src, :, :, :length]
+            self.values[:, dst, :, :length] = self.values[:, src, :, :length]
 
 
 @dataclass(frozen=True)
@@ -250,11 +263,11 @@ class SlotDecoder:
             offset += count
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            assert cache.data is not None
+            assert cache.keys is not None and cache.values is not None
             out = q.new_zeros(q.shape[0], self.n_heads * self.head_dim)
             for slot, first, count, mask in spans:
-                keys = cache.data[layer, 0, slot, :, : mask.shape[-1]]
-                values = cache.data[layer, 1, slot, :, : mask.shape[-1]]
+                keys = cache.keys[layer, slot, :, :, : mask.shape[-1]]
+                values = cache.values[layer, slot, :, : mask.shape[-1]]
                 qs = q[first : first + count]  # [count, heads, dim]
                 # [kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
                 qs = qs.view(count, self.n_kv, self.groups, self.head_dim).permute(1, 0, 2, 3)
@@ -279,9 +292,9 @@ class SlotDecoder:
         gp = max(self.groups, 4)  # a product with fewer rows would take another BLAS kernel
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            assert cache.data is not None
-            keys = cache.data[layer, 0, :batch, :, :span]
-            values = cache.data[layer, 1, :batch, :, :span]
+            assert cache.keys is not None and cache.values is not None
+            keys = cache.keys[layer, :batch, :, :, :span]
+            values = cache.values[layer, :batch, :, :span]
             qs = q[:batch].view(batch, self.n_kv, self.groups, self.head_dim)
             if gp != self.groups:
                 qs = torch.cat([qs, qs.new_zeros(batch, self.n_kv, gp - self.groups, self.head_dim)], 2)
@@ -309,12 +322,13 @@ class SlotDecoder:
     def _attention(
         self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
-        """``q [b, kv, m, d]`` against ``keys / values [b, kv, span, d]``; ``mask`` broadcasts to
-        ``[b, kv, m, span]``. Rows of ``q`` beyond the mask's rows are padding."""
+        """``q [b, kv, m, d]`` against ``keys [b, kv, d, span]`` (transposed) and ``values
+        [b, kv, span, d]``; ``mask`` broadcasts to ``[b, kv, m, span]``. Rows of ``q`` beyond the
+        mask's rows are padding."""
         m = q.shape[2]
         if mask.shape[-2] > m:  # the mask was padded for a short query block
             q = torch.cat([q, q.new_zeros(*q.shape[:2], mask.shape[-2] - m, q.shape[3])], 2)
-        scores = torch.matmul(q, keys.transpose(-1, -2)).float().mul_(self.scaling)
+        scores = torch.matmul(q, keys).float().mul_(self.scaling)
         scores.masked_fill_(mask.logical_not(), float("-inf"))
         probs = torch.softmax(scores, -1).to(values.dtype)
         b, h, rows, span = probs.shape
@@ -346,7 +360,7 @@ class SlotDecoder:
         sin = self.sin[pos][:, None, :]
         hidden = F.embedding(ids, self.embed)
         d = self.head_dim
-        assert cache.data is not None
+        assert cache.keys is not None and cache.values is not None
         for i, layer in enumerate(self.layers):
             x = layer.input_norm(hidden)
             q = layer.q(x).view(rows, self.n_heads, d)
@@ -354,8 +368,8 @@ class SlotDecoder:
             v = layer.v(x).view(rows, self.n_kv, d)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            cache.data[i, 0, slot_idx, :, write_pos] = k[:n]
-            cache.data[i, 1, slot_idx, :, write_pos] = v[:n]
+            cache.keys[i, slot_idx, :, :, write_pos] = k[:n]
+            cache.values[i, slot_idx, :, write_pos] = v[:n]
             hidden = hidden + layer.o(attend(i, q))
             x = layer.post_norm(hidden)
             hidden = hidden + layer.down(self.act(layer.gate(x)) * layer.up(x))
