@@ -13,18 +13,20 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
 - **Batch invariance**: every number a sequence gets depends on its own tokens only, never on
   which other sequences share the pass, whether its prefix came from a cache, or how many of its
   tokens were processed at once. Three rules make that hold on CPU BLAS, where the summation
-  order of a matrix product can change with its shape: every matrix product has at least
-  :data:`MIN_ROWS` rows (BLAS picks a different kernel for a handful of rows), attention spans a
-  multiple of :data:`CHUNK` key columns with at least one masked column, and the
-  probability-times-value product is summed chunk by chunk in a fixed order (zero-probability
-  chunks add exact zeros). So a seeded sample is reproducible whatever the batching was.
-
+  order of a matrix product can change with its shape: every linear product has at least
+  :data:`MIN_ROWS` rows (BLAS picks a different kernel for a handful of rows; oneDNN only for a
+  single row, so with oneDNN :data:`ONEDNN_MIN_ROWS`) and every attention product at least 4,
+  attention spans a multiple of :data:`CHUNK` key columns with at least one masked column, and
+  the probability-times-value product is summed chunk by chunk in a fixed order
+  (zero-probability chunks add exact zeros). So a seeded sample is reproducible whatever the
+  batching was.
 - **oneDNN products**: the linear layers and the unembedding run through oneDNN with weights
   prepacked once (:class:`Linear`); on CPUs where PyTorch's BLAS (MKL) takes a slower path, such
   as AMD Zen, that is 2-2.5x faster in float32. The gated MLP's activation and product and the
-  residual additions run inside the products' kernels (post-ops). oneDNN's rows do not depend on how many rows a
-  product has either (checked for 2..2048 rows; a single row takes a matrix-vector kernel, which
-  ``MIN_ROWS`` keeps away). Without oneDNN the products fall back to ``F.linear``.
+  residual additions run inside the products' kernels (post-ops). A oneDNN row does not depend
+  on how many rows the product has (checked for 2..2048 rows, float32 and bfloat16, 1 and 2
+  threads, with and without post-ops; a single row takes a matrix-vector kernel). Without oneDNN
+  the products fall back to ``F.linear``.
 
 Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
 """
@@ -38,7 +40,9 @@ import torch
 import torch.nn.functional as F
 
 MIN_ROWS = 16
-"""Matrix products are run with at least this many rows (padding rows are discarded)."""
+"""Linear products are run with at least this many rows (padding rows are discarded)."""
+ONEDNN_MIN_ROWS = 4
+"""The same through oneDNN (whose kernel changes for a single row only)."""
 CHUNK = 64
 """Attention key columns come in multiples of this; values are summed per chunk of it."""
 QUERY_BLOCK = 128
@@ -235,6 +239,7 @@ class SlotDecoder:
         self.dtype = self.embed.dtype
         self.norm = inner.norm
         self.onednn = onednn_linear_works(self.dtype) if onednn is None else onednn
+        self.min_rows = ONEDNN_MIN_ROWS if self.onednn else MIN_ROWS
         self.lm_head = Linear(model.lm_head.weight, self.onednn)
         self.vocab_size = int(model.lm_head.weight.shape[0])
         self.layers = [
@@ -371,7 +376,7 @@ class SlotDecoder:
         attend: Any,
     ) -> torch.Tensor:
         n = len(tokens)
-        rows = max(n, MIN_ROWS)
+        rows = max(n, self.min_rows)
         ids = torch.tensor(tokens + [0] * (rows - n))
         pos = torch.tensor(positions + [0] * (rows - n))
         slot_idx = torch.tensor(slots)
@@ -400,8 +405,8 @@ class SlotDecoder:
 
     def _logits(self, last: torch.Tensor) -> torch.Tensor:
         n = last.shape[0]
-        if n < MIN_ROWS:
-            last = torch.cat([last, last.new_zeros(MIN_ROWS - n, last.shape[1])])
+        if n < self.min_rows:
+            last = torch.cat([last, last.new_zeros(self.min_rows - n, last.shape[1])])
         return self.lm_head(last)[:n].float()
 
 
