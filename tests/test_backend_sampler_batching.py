@@ -17,6 +17,7 @@ from tinker import types
 
 from backend import LocalSamplingClient, LocalServiceClient
 from backend.local._decoder import PrefillRow, SlotDecoder
+from backend.local._sampler import draw_categorical
 from backend.local._weights import pristine_base
 
 
@@ -182,3 +183,48 @@ def test_num_samples_rows_differ_and_repeat_with_the_seed(sampler: LocalSampling
     b = _sample(sampler, prompt, _params(seed=3), n=4).result()
     assert [_key(s) for s in a.sequences] == [_key(s) for s in b.sequences]
     assert len({tuple(s.tokens) for s in a.sequences}) > 1
+
+
+def test_draw_categorical_follows_the_weights_row_by_row() -> None:
+    weights = torch.tensor([[0.0, 1.0, 0.0, 3.0], [2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 5.0, 5.0]])
+    # The CDF inverted at u: row 0 is [0, 1, 1, 4]: u * 4 < 1 -> 1, else 3 (zero weights never).
+    assert draw_categorical(weights, [0.0, 0.5, 0.49]).tolist() == [1, 0, 2]
+    assert draw_categorical(weights, [0.25, 0.99, 0.5]).tolist() == [3, 0, 3]
+    assert draw_categorical(weights, [1.0 - 2**-53] * 3).tolist() == [3, 0, 3]
+    # A row's draw depends on its own weights and uniform only.
+    gen = torch.Generator().manual_seed(0)
+    many = torch.rand(64, 1000, generator=gen) ** 4
+    uniforms = torch.rand(64, dtype=torch.float64, generator=gen).tolist()
+    together = draw_categorical(many, uniforms)
+    alone = [int(draw_categorical(many[i : i + 1], uniforms[i : i + 1])) for i in range(64)]
+    assert together.tolist() == alone
+    # Frequencies follow the weights.
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    draws = draw_categorical(
+        probs.expand(20000, -1), torch.rand(20000, dtype=torch.float64, generator=gen).tolist()
+    )
+    freq = torch.bincount(draws, minlength=5).double() / 20000
+    assert torch.allclose(freq, probs.double(), atol=0.015) and freq[4] == 0
+    with pytest.raises(RuntimeError, match="nan"):
+        draw_categorical(torch.tensor([[1.0, float("nan")]]), [0.5])
+
+
+def test_decoder_without_onednn_agrees_and_is_batch_invariant() -> None:
+    model = pristine_base(TINY)
+    seqs = _prompts(4, seed=5)
+    outs = {}
+    with torch.inference_mode():
+        for onednn in (False, True):
+            decoder = SlotDecoder(model, onednn=onednn)
+            assert decoder.onednn == onednn
+            together = decoder.new_cache()
+            together.ensure(4, 128)
+            got = decoder.prefill(together, [PrefillRow(i, 0, s) for i, s in enumerate(seqs)])
+            step = decoder.decode(together, [5, 6, 7, 8], [len(s) for s in seqs])
+            for i, s in enumerate(seqs):
+                alone = decoder.new_cache()
+                alone.ensure(1, 128)
+                assert torch.equal(decoder.prefill(alone, [PrefillRow(0, 0, s)])[0], got[i])
+                assert torch.equal(decoder.decode(alone, [5 + i], [len(s)])[0], step[i])
+            outs[onednn] = step
+    assert torch.allclose(outs[False], outs[True], atol=1e-4)

@@ -595,26 +595,44 @@ class SamplerEngine:
     # ----------------------------------------------------------------- sampling
     def _sample_rows(self, rows: list[_Row], logits: torch.Tensor) -> None:
         logp = torch.log_softmax(logits, dim=-1)
+        n = len(rows)
+        tokens = [0] * n
+        drawn: list[int] = []  # rows that draw (the others are greedy)
+        weights: list[torch.Tensor] = []  # the drawn rows' log-probabilities (unnormalised)
+        plain = True  # every drawn row samples the untempered distribution
         for i, r in enumerate(rows):
             params = r.request.params
             if params.temperature <= 0:
-                tok = int(torch.argmax(logits[i]))
-            elif params.temperature == 1 and params.top_k <= 0 and params.top_p >= 1:
-                tok = int(torch.multinomial(logp[i].exp(), 1, generator=r.generator))
-            else:
-                scores = logits[i] / params.temperature
-                if 0 < params.top_k < scores.shape[-1]:
-                    kth = torch.topk(scores, params.top_k).values[-1]
-                    scores = scores.masked_fill(scores < kth, float("-inf"))
-                if params.top_p < 1:
-                    sorted_scores, order = torch.sort(scores, descending=True)
-                    cum = torch.softmax(sorted_scores, -1).cumsum(-1)
-                    drop = cum - torch.softmax(sorted_scores, -1) >= params.top_p
-                    drop[0] = False
-                    scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
-                tok = int(torch.multinomial(torch.softmax(scores, -1), 1, generator=r.generator))
+                tokens[i] = int(torch.argmax(logits[i]))
+                continue
+            drawn.append(i)
+            if params.temperature == 1 and params.top_k <= 0 and params.top_p >= 1:
+                weights.append(logp[i])
+                continue
+            plain = False
+            scores = logits[i] / params.temperature
+            if 0 < params.top_k < scores.shape[-1]:
+                kth = torch.topk(scores, params.top_k).values[-1]
+                scores = scores.masked_fill(scores < kth, float("-inf"))
+            if params.top_p < 1:
+                sorted_scores, order = torch.sort(scores, descending=True)
+                cum = torch.softmax(sorted_scores, -1).cumsum(-1)
+                drop = cum - torch.softmax(sorted_scores, -1) >= params.top_p
+                drop[0] = False
+                scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+            weights.append(torch.log_softmax(scores, -1))
+        if drawn:
+            logw = logp if plain and len(drawn) == n else torch.stack(weights)
+            uniforms = [
+                float(torch.rand((), dtype=torch.float64, generator=rows[i].generator)) for i in drawn
+            ]
+            for i, tok in zip(drawn, draw_categorical(logw.exp(), uniforms).tolist(), strict=True):
+                tokens[i] = tok
+        chosen = logp.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+        for i, r in enumerate(rows):
+            tok = tokens[i]
             r.generated.append(tok)
-            r.logprobs.append(float(logp[i, tok]))
+            r.logprobs.append(chosen[i])
             self.stats.generated_tokens += 1
             r.finish = self._stop_reason(r, tok)
 
@@ -659,6 +677,26 @@ class SamplerEngine:
                 prompt_logprobs_np=prompt_lp,
             )
             safe_set_result(req.future, resp)
+
+
+def draw_categorical(weights: torch.Tensor, uniforms: list[float]) -> torch.Tensor:
+    """One index per row of ``weights`` (``[rows, n]``, non-negative, unnormalised), row ``i``
+    drawn with probability proportional to its weights by inverting its cumulative sum (float64)
+    at ``uniforms[i]`` (in ``[0, 1)``). Zero-weight indices are never drawn.
+
+    Each row uses one uniform from its own generator (an exponential race, as
+    ``torch.multinomial`` runs, draws one number per vocabulary entry: ~10x the cost of the whole
+    draw here), and a row's result depends on its own weights and uniform only.
+    """
+    cdf = weights.double().cumsum_(-1)
+    total = cdf[:, -1]
+    if not bool((torch.isfinite(total) & (total > 0)).all()):
+        raise RuntimeError("sampling weights contain inf or nan, or sum to zero")
+    x = torch.tensor(uniforms, dtype=torch.float64) * total
+    index = torch.searchsorted(cdf, x[:, None], right=True)[:, 0]
+    # x < total, so index < n but for rounding; the first index reaching the total is the last
+    # one with weight.
+    return torch.minimum(index, cdf.argmax(-1))
 
 
 def _generator(seed: int, index: int) -> torch.Generator:
