@@ -5,7 +5,7 @@ AVX512-BF16 alone 0.6x, and without native bfloat16 (AVX2) far slower. ``"auto"`
 probe of what the backend does (a training pass under bfloat16 autocast and a sampling-sized
 product with bfloat16 weights, against the same in float32), picks bfloat16 only when it is
 clearly faster, caches the verdict on disk per machine (CPU model and flags, torch version,
-thread count), and logs the choice.
+thread count, probe version), and logs the choice.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -33,6 +32,8 @@ BFLOAT16_MIN_SPEEDUP = 1.15
 """bfloat16 is chosen only when the probe runs at least this much faster than float32 (it costs
 precision: sampler and trainer logprobs then differ by ~1e-2 instead of ~1e-5)."""
 CACHE_NAME = "compute_dtype.json"
+PROBE_VERSION = "2"
+"""Part of the cache key: verdicts of an earlier probe (2 threads, misled by load) are probed again."""
 
 
 def check_compute_dtype(name: str, *, allow_auto: bool = False) -> str:
@@ -59,26 +60,21 @@ def machine_fingerprint() -> dict[str, str]:
         "flags": hashlib.blake2b(flags.encode(), digest_size=8).hexdigest(),
         "torch": torch.__version__,
         "threads": str(torch.get_num_threads()),
+        "probe": PROBE_VERSION,
     }
 
 
-def _best_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up (first-call allocations, kernel selection)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def probe_bfloat16_speedup(repeats: int = 2) -> float:
+def probe_bfloat16_speedup(repeats: int = 5) -> float:
     """float32 time / bfloat16 time of a probe shaped like the backend's work (> 1: bf16 faster).
 
     Probe: a 128-token training pass through one MLP-sized layer (forward and backward under
     bfloat16 autocast, float32 weights, as the trainer runs) plus a 32-row product with weights
     stored in bfloat16 (as the sampler runs); the float32 side runs the same shapes in float32.
-    The two dtypes are timed interleaved, best of ``repeats``.
+    Both are warmed up, then timed alternately, one of each per repeat; the ratio is of the best
+    times. The probe runs on one thread (restored after): the dtype changes the kernel, not how
+    it scales across threads, and a multi-threaded kernel waits for its slowest thread, so on a
+    loaded machine its time measures the neighbours (a 2-thread probe beside two training runs
+    on an AMX machine read 0.37-0.77 where bfloat16 is 2-3x faster; one thread read 2.0-2.8).
     """
     gen = torch.Generator().manual_seed(0)
     hidden, inner = 576, 1536
@@ -102,12 +98,25 @@ def probe_bfloat16_speedup(repeats: int = 2) -> float:
             up, down = (w_up_bf, w_down_bf) if bf16 else (w_up, w_down)
             torch.nn.functional.linear(torch.nn.functional.linear(x, up), down)
 
-    fp32 = bf16 = 0.0
-    for _ in range(2):  # interleaved halves: a load swing hits both dtypes alike
-        fp32 += _best_time(lambda: (train_pass(False), sample_pass(False)), repeats)
-        bf16 += _best_time(lambda: (train_pass(True), sample_pass(True)), repeats)
-        if fp32 / bf16 < 0.5:  # clearly slower (no native bfloat16): no need to confirm
-            break
+    def timed(bf16: bool) -> float:
+        t0 = time.perf_counter()
+        train_pass(bf16)
+        sample_pass(bf16)
+        return time.perf_counter() - t0
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for bf16 in (False, True, False, True):  # warm-up: first-call allocations, kernel selection
+            timed(bf16)
+        fp32 = bf16 = float("inf")
+        for _ in range(max(1, repeats)):
+            fp32 = min(fp32, timed(False))
+            bf16 = min(bf16, timed(True))
+            if fp32 / bf16 < 0.4:  # clearly slower (no native bfloat16): no need to confirm
+                break
+    finally:
+        torch.set_num_threads(threads)
     return fp32 / bf16
 
 
