@@ -56,7 +56,7 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import EngineConfig, ExtensionCheck
-from rollout._context import _CURRENT
+from rollout._context import _CURRENT, _Place
 from rollout._extension import ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
@@ -168,6 +168,22 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
 _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic validation
 _TEXT_CHUNK = tinker.EncodedTextChunk
 
+
+_COMPLETED_KEY = f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}"
+_PREFIX_LEN = len(STOP_METRIC_PREFIX)
+
+
+def _env_stop_reason(metrics: dict[str, Any]) -> str | None:
+    """The cookbook's ``stop_reason_from_metrics`` (the first ``stop/<reason>`` key's reason),
+    without its generator: called once per episode, on non-empty metrics only."""
+    for key in metrics:
+        if key.startswith(STOP_METRIC_PREFIX):
+            return key[_PREFIX_LEN:]
+    return None
+
+
+_NO_PLACE = _Place(-1, -1, -1)
+"""Stands in for an absent place (a bare ``run_episode``): the loop stores the turn unconditionally."""
 
 _NO_GATE = Gate(None)
 """Stands in for an absent sampling gate in the hot loop's typed local (never taken)."""
@@ -288,14 +304,16 @@ async def _loop(
     ob, stop = initial
     transitions = state.transitions
     max_turns = limits.max_turns
-    turn_cap = max_turns if max_turns is not None else sys.maxsize  # one comparison per turn
+    turn_cap = max_turns if max_turns is not None else sys.maxsize
     token_budget = has_token_budget(limits)
+    limited = token_budget or max_turns is not None  # one test per turn when nothing is capped
+    max_tokens: int | None = None
     plain_sample = sample_gate is None and sample_timeout is None
     gate = sample_gate if sample_gate is not None else _NO_GATE  # typed for the inlined fast path
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
-    place = _CURRENT.get()
+    place = _CURRENT.get() or _NO_PLACE  # the place of each policy call (rollout._context)
     truncations = 0  # "length" stops the env continued past (cookbook metric)
     # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
     # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
@@ -308,18 +326,17 @@ async def _loop(
         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
     try:
         while True:
-            if turn >= turn_cap:
-                _stop_transition(state, StopReason.MAX_TURNS)
-                return StopReason.MAX_TURNS
-            max_tokens = None
-            if token_budget:
-                reason = cumulative_stop(limits, ob.length, sampled)
-                if reason is not None:
-                    _stop_transition(state, reason)
-                    return reason
-                max_tokens = per_call_max_tokens(limits, ob.length, sampled)
-            if place is not None:  # the place of this policy call (rollout._context)
-                place.turn = turn
+            if limited:
+                if turn >= turn_cap:
+                    _stop_transition(state, StopReason.MAX_TURNS)
+                    return StopReason.MAX_TURNS
+                if token_budget:
+                    reason = cumulative_stop(limits, ob.length, sampled)
+                    if reason is not None:
+                        _stop_transition(state, reason)
+                        return reason
+                    max_tokens = per_call_max_tokens(limits, ob.length, sampled)
+            place.turn = turn
             if plain_sample:
                 ac = await (
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
@@ -374,14 +391,12 @@ async def _loop(
                         pending = 0
                         per_turn += seg
                 ob = result.next_observation
-                reason = stop_reason_from_metrics(result.metrics)
+                metrics = result.metrics
+                reason = _env_stop_reason(metrics) if metrics else None
                 if reason is None:
                     if not config.set_completed_stop_reason:
                         return ""
-                    transition.metrics = {
-                        **result.metrics,
-                        f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0,
-                    }
+                    transition.metrics = {**metrics, _COMPLETED_KEY: 1.0}
                     reason = StopReason.COMPLETED
                 return reason
             if ac_stop == "length":
