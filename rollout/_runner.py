@@ -317,13 +317,17 @@ async def _loop(
     truncations = 0  # "length" stops the env continued past (cookbook metric)
     # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
     # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
+    # While ``fast``, ``unique`` and ``pending`` are not updated per turn: an extending turn keeps
+    # ``unique - seg`` constant (``base``) and leaves ``pending == n_prev - seg`` (ExtensionTracker.acted
+    # then observe), so both are recomputed from ``base`` where the fast path is left.
     full = split = fast = False  # fast: FULL check, no pending split (the inlined path)
     prev: list[Any] = []
-    n_prev = pending = seg = unique = per_turn = 0
+    n_prev = pending = seg = unique = per_turn = base = 0
     if tracker is not None:
         tracker.start(ob)
         full = fast = tracker.mode is ExtensionCheck.FULL
         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
+        base = unique - seg
     try:
         while True:
             if limited:
@@ -387,9 +391,10 @@ async def _loop(
                         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
                     else:  # ExtensionTracker.acted, inlined
                         seg = n_prev + n_ac
-                        unique += pending + n_ac
+                        unique = base + seg if fast else unique + pending + n_ac
                         pending = 0
                         per_turn += seg
+                        fast = False  # unique and pending are current
                 ob = result.next_observation
                 metrics = result.metrics
                 reason = _env_stop_reason(metrics) if metrics else None
@@ -404,9 +409,8 @@ async def _loop(
             ob = result.next_observation
             stop = result.next_stop_condition
             if fast:
-                # ExtensionTracker.acted, inlined
+                # ExtensionTracker.acted, inlined (unique and pending: see ``base``)
                 seg = n_prev + n_ac
-                unique += pending + n_ac
                 per_turn += seg
                 # ExtensionTracker.observe's FULL check, inlined for one text chunk. Exact: every
                 # token of the previous observation and of the action is compared, by two C-level
@@ -418,11 +422,13 @@ async def _loop(
                         new = chunk.tokens
                         if type(new) is list and new[n_prev:seg] == tokens and new[:n_prev] == prev:
                             n_prev = len(new)
-                            pending = n_prev - seg
                             prev = new
                             continue
                 # Anything else (a break, several chunks): the tracker's own path.
                 assert tracker is not None
+                unique = base + seg
+                pending = 0
+                fast = False  # unique and pending are current
                 tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
                 brk = tracker.observe(tokens, ob, turn, env)
             elif tracker is None:
@@ -433,6 +439,7 @@ async def _loop(
             prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
             split = tracker.split
             fast = full and not split
+            base = unique - seg
             if brk is not None:
                 if brk.compaction:
                     transition.metrics = {
@@ -454,6 +461,9 @@ async def _loop(
         state.turns = turn
         state.truncations = truncations
         if tracker is not None:
+            if fast:
+                unique = base + seg
+                pending = n_prev - seg
             tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
 
 
