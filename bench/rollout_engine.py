@@ -48,6 +48,30 @@ On the idle machine (load 0.5), before then after, back to back: ``ratio_steps_p
 ratio_steps_per_s_vs_lean_cookbook=0.72 ratio_wall_vs_ideal=1.086 event_loop_lag_p99_ms=3.17`` and
 ``ratio_steps_per_s_vs_cookbook=2.77 ratio_steps_per_s_vs_lean_cookbook=1.08 ratio_wall_vs_ideal=1.078
 event_loop_lag_p99_ms=2.14``: no latency cost, and the wall goal (<= 1.15) holds on both.
+Measured 2026-12-04 (later; load average 2.8-5.0 on the shared 2-core machine, so only the CPU-time
+ratios mean anything), this script run on the engine before (332bf20) and after that session's
+changes, back to back, twice each. Before: ``ratio_steps_per_s_vs_cookbook=2.31 / 2.45
+ratio_steps_per_s_vs_lean_cookbook=0.95 / 0.97``; after: ``ratio_steps_per_s_vs_cookbook=2.70 / 2.72
+ratio_steps_per_s_vs_lean_cookbook=1.03 / 0.97`` (the second at load 5, where the lean cookbook's
+best run was its fastest of the day). Run to run the lean ratio moves by +-5% at this load; an
+interleaved same-process A/B of the two engines put the gain at 3-5% of our CPU per episode. What
+changed: the episode's tail (the env's stop reason without the cookbook's generator,
+``TrajectoryStats`` with a written-out frozen ``__init__``, ``as_metrics`` without per-break sums
+when there are none), one test per turn for all per-turn caps, the inlined FULL turn no longer
+updates ``tokens_unique``/``pending`` (recomputed where the fast path is left), the gates looked up
+once per batch. Also: this script now imports the checkout it lives in (run from a worktree whose
+``.venv`` is a shared editable install, it used to measure that install's engine). The 1.3x goal is
+not met, and does not look reachable without weakening the engine. Per 20-turn episode (CPU,
+same process, interleaved; load 3-4): a bare loop over the same env, completer and ``Transition`` s
+with one task per episode (``asyncio.gather``) costs ~28-31 us, the lean cookbook ~63-70 us, ours
+~57-64 us; 1.3x needs <= ~49-52 us. Of ours: the exact FULL check ~10 us (its two slice
+comparisons ~5 us, irreducible while exact; the chunk access and datum/token bookkeeping the rest),
+anyio cancel scopes ~4 us (one per slot task, ~2.75 us each, the host scope of slot 0, the group's
+scope, the shielded cleanup's), stats, per-trajectory metrics and the batch summary ~2.5 us (the
+summary's reward sums alone ~0.9 us). Removing the scopes, per-trajectory metrics and the summary
+outright (an experiment, not an option) reached only ~1.24-1.28x in that harness. The scopes could shrink to ~1.5 us
+by registering slot tasks in one anyio scope as anyio's own task group does, which needs anyio's
+private ``_task_states``/``TaskState``; not done.
 """
 
 from __future__ import annotations
@@ -58,9 +82,14 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+# This checkout's packages, not whatever the venv's editable install points at (as the other benches).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
 import anyio.to_thread
@@ -349,6 +378,7 @@ def main() -> None:
     groups, size, repeats = (8, 4, 1) if args.quick else (64, 8, args.repeats)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
+    print(f"engine under test: {Path(sys.modules['rollout'].__file__ or '').parent}")
     ratio_tp, ratio_lean = throughput(repeats, groups, size)
     ratio_wall = latency(groups, size)
     p99 = lag(groups if args.quick else 16, size)

@@ -80,6 +80,8 @@ class RolloutEngine:
         group_limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < len(builders) else None
         abort = self.config.strategy.abort_batch
         aborted = False
+        policy, config = self.policy, self.config
+        sample_gate, step_gate = self._current_gates()  # once per batch (a backend lookup)
 
         groups = Slots()
 
@@ -87,10 +89,14 @@ class RolloutEngine:
             nonlocal aborted
             builder = builders[i]
             if group_limiter is None:
-                outcome = await self.run_group(builder, i)
+                outcome = await run_group(
+                    builder, policy, config, index=i, sample_gate=sample_gate, step_gate=step_gate
+                )
             else:
                 async with group_limiter:
-                    outcome = await self.run_group(builder, i)
+                    outcome = await run_group(
+                        builder, policy, config, index=i, sample_gate=sample_gate, step_gate=step_gate
+                    )
             sink(outcome)
             if abort and outcome.failure is not None:
                 aborted = True

@@ -12,6 +12,8 @@ from tinker_cookbook.rl.types import EnvGroupBuilder, RolloutError, TrajectoryGr
 
 from rollout._extension import ExtensionBreak
 
+_set_dict = object.__setattr__
+
 
 class RolloutFailure(Exception):
     """Base class of the failures the engine itself raises (all recorded, never swallowed).
@@ -50,9 +52,13 @@ def error_of(exc: BaseException) -> RolloutError:
     return RolloutError(error_type=type(exc).__name__, error_message=message[0] if message else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TrajectoryStats:
-    """Engine-side facts about one trajectory (also merged into ``TrajectoryGroup.metrics_G``)."""
+    """Engine-side facts about one trajectory (also merged into ``TrajectoryGroup.metrics_G``).
+
+    Frozen; its ``__init__`` is written out (the engine builds one per trajectory): a frozen
+    dataclass's generated one sets each field through ``object.__setattr__``, ~2.5x slower.
+    """
 
     turns: int
     """Policy calls that produced a transition."""
@@ -75,6 +81,36 @@ class TrajectoryStats:
     compaction_unsupported: bool = False
     """Compaction was requested but the env could not honour it (the episode ran uncompacted)."""
 
+    def __init__(
+        self,
+        turns: int,
+        sampled_tokens: int,
+        breaks: tuple[ExtensionBreak, ...],
+        datums: int,
+        tokens_trained: int,
+        tokens_unique: int,
+        tokens_per_turn: int,
+        stop_reason: str,
+        elapsed_s: float,
+        compaction_unsupported: bool = False,
+    ) -> None:
+        _set_dict(
+            self,
+            "__dict__",
+            {
+                "turns": turns,
+                "sampled_tokens": sampled_tokens,
+                "breaks": breaks,
+                "datums": datums,
+                "tokens_trained": tokens_trained,
+                "tokens_unique": tokens_unique,
+                "tokens_per_turn": tokens_per_turn,
+                "stop_reason": stop_reason,
+                "elapsed_s": elapsed_s,
+                "compaction_unsupported": compaction_unsupported,
+            },
+        )
+
     @property
     def unexpected_breaks(self) -> int:
         """Breaks the env's renderer did not announce: a bug in the env or the renderer."""
@@ -87,6 +123,19 @@ class TrajectoryStats:
 
     def as_metrics(self) -> dict[str, float]:
         """Numeric metrics under ``rollout/`` (what ``TrajectoryGroup.metrics_G`` carries)."""
+        if not self.breaks:  # the common case: no per-break sums
+            return {
+                "rollout/turns": float(self.turns),
+                "rollout/sampled_tokens": float(self.sampled_tokens),
+                "rollout/ext_breaks": 0.0,
+                "rollout/ext_breaks_unexpected": 0.0,
+                "rollout/compactions": 0.0,
+                "rollout/compaction_unsupported": float(self.compaction_unsupported),
+                "rollout/datums": float(self.datums),
+                "rollout/tokens_trained": float(self.tokens_trained),
+                "rollout/tokens_unique": float(self.tokens_unique),
+                "rollout/tokens_per_turn": float(self.tokens_per_turn),
+            }
         return {
             "rollout/turns": float(self.turns),
             "rollout/sampled_tokens": float(self.sampled_tokens),

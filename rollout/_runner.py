@@ -56,7 +56,7 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import EngineConfig, ExtensionCheck
-from rollout._context import _CURRENT
+from rollout._context import _CURRENT, _Place
 from rollout._extension import ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
@@ -168,6 +168,22 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
 _EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic validation
 _TEXT_CHUNK = tinker.EncodedTextChunk
 
+
+_COMPLETED_KEY = f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}"
+_PREFIX_LEN = len(STOP_METRIC_PREFIX)
+
+
+def _env_stop_reason(metrics: dict[str, Any]) -> str | None:
+    """The cookbook's ``stop_reason_from_metrics`` (the first ``stop/<reason>`` key's reason),
+    without its generator: called once per episode, on non-empty metrics only."""
+    for key in metrics:
+        if key.startswith(STOP_METRIC_PREFIX):
+            return key[_PREFIX_LEN:]
+    return None
+
+
+_NO_PLACE = _Place(-1, -1, -1)
+"""Stands in for an absent place (a bare ``run_episode``): the loop stores the turn unconditionally."""
 
 _NO_GATE = Gate(None)
 """Stands in for an absent sampling gate in the hot loop's typed local (never taken)."""
@@ -288,38 +304,43 @@ async def _loop(
     ob, stop = initial
     transitions = state.transitions
     max_turns = limits.max_turns
-    turn_cap = max_turns if max_turns is not None else sys.maxsize  # one comparison per turn
+    turn_cap = max_turns if max_turns is not None else sys.maxsize
     token_budget = has_token_budget(limits)
+    limited = token_budget or max_turns is not None  # one test per turn when nothing is capped
+    max_tokens: int | None = None
     plain_sample = sample_gate is None and sample_timeout is None
     gate = sample_gate if sample_gate is not None else _NO_GATE  # typed for the inlined fast path
     plain_step = step_gate is None and step_timeout is None
     turn = 0
     sampled = 0
-    place = _CURRENT.get()
+    place = _CURRENT.get() or _NO_PLACE  # the place of each policy call (rollout._context)
     truncations = 0  # "length" stops the env continued past (cookbook metric)
     # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
     # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
+    # While ``fast``, ``unique`` and ``pending`` are not updated per turn: an extending turn keeps
+    # ``unique - seg`` constant (``base``) and leaves ``pending == n_prev - seg`` (ExtensionTracker.acted
+    # then observe), so both are recomputed from ``base`` where the fast path is left.
     full = split = fast = False  # fast: FULL check, no pending split (the inlined path)
     prev: list[Any] = []
-    n_prev = pending = seg = unique = per_turn = 0
+    n_prev = pending = seg = unique = per_turn = base = 0
     if tracker is not None:
         tracker.start(ob)
         full = fast = tracker.mode is ExtensionCheck.FULL
         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
+        base = unique - seg
     try:
         while True:
-            if turn >= turn_cap:
-                _stop_transition(state, StopReason.MAX_TURNS)
-                return StopReason.MAX_TURNS
-            max_tokens = None
-            if token_budget:
-                reason = cumulative_stop(limits, ob.length, sampled)
-                if reason is not None:
-                    _stop_transition(state, reason)
-                    return reason
-                max_tokens = per_call_max_tokens(limits, ob.length, sampled)
-            if place is not None:  # the place of this policy call (rollout._context)
-                place.turn = turn
+            if limited:
+                if turn >= turn_cap:
+                    _stop_transition(state, StopReason.MAX_TURNS)
+                    return StopReason.MAX_TURNS
+                if token_budget:
+                    reason = cumulative_stop(limits, ob.length, sampled)
+                    if reason is not None:
+                        _stop_transition(state, reason)
+                        return reason
+                    max_tokens = per_call_max_tokens(limits, ob.length, sampled)
+            place.turn = turn
             if plain_sample:
                 ac = await (
                     policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
@@ -370,18 +391,17 @@ async def _loop(
                         prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
                     else:  # ExtensionTracker.acted, inlined
                         seg = n_prev + n_ac
-                        unique += pending + n_ac
+                        unique = base + seg if fast else unique + pending + n_ac
                         pending = 0
                         per_turn += seg
+                        fast = False  # unique and pending are current
                 ob = result.next_observation
-                reason = stop_reason_from_metrics(result.metrics)
+                metrics = result.metrics
+                reason = _env_stop_reason(metrics) if metrics else None
                 if reason is None:
                     if not config.set_completed_stop_reason:
                         return ""
-                    transition.metrics = {
-                        **result.metrics,
-                        f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0,
-                    }
+                    transition.metrics = {**metrics, _COMPLETED_KEY: 1.0}
                     reason = StopReason.COMPLETED
                 return reason
             if ac_stop == "length":
@@ -389,9 +409,8 @@ async def _loop(
             ob = result.next_observation
             stop = result.next_stop_condition
             if fast:
-                # ExtensionTracker.acted, inlined
+                # ExtensionTracker.acted, inlined (unique and pending: see ``base``)
                 seg = n_prev + n_ac
-                unique += pending + n_ac
                 per_turn += seg
                 # ExtensionTracker.observe's FULL check, inlined for one text chunk. Exact: every
                 # token of the previous observation and of the action is compared, by two C-level
@@ -403,11 +422,13 @@ async def _loop(
                         new = chunk.tokens
                         if type(new) is list and new[n_prev:seg] == tokens and new[:n_prev] == prev:
                             n_prev = len(new)
-                            pending = n_prev - seg
                             prev = new
                             continue
                 # Anything else (a break, several chunks): the tracker's own path.
                 assert tracker is not None
+                unique = base + seg
+                pending = 0
+                fast = False  # unique and pending are current
                 tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
                 brk = tracker.observe(tokens, ob, turn, env)
             elif tracker is None:
@@ -418,6 +439,7 @@ async def _loop(
             prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
             split = tracker.split
             fast = full and not split
+            base = unique - seg
             if brk is not None:
                 if brk.compaction:
                     transition.metrics = {
@@ -439,6 +461,9 @@ async def _loop(
         state.turns = turn
         state.truncations = truncations
         if tracker is not None:
+            if fast:
+                unique = base + seg
+                pending = n_prev - seg
             tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
 
 

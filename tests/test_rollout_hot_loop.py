@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
 import tinker
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,3 +109,45 @@ def test_inlined_turns_account_like_the_tracker(script, mode, max_turns):
     )
     marked = [i for i, t in enumerate(transitions) if t.metrics.get("rollout/ext_break")]
     assert marked == [b.turn - 1 for b in ref.breaks]
+
+
+class HangingPolicy(TokenCompleter):
+    """The scripted action, except that call ``hang_at`` (1-based) never returns."""
+
+    def __init__(self, hang_at: int):
+        self.hang_at = hang_at
+        self.calls = 0
+
+    async def __call__(self, model_input, stop, *, max_tokens=None) -> TokensWithLogprobs:
+        self.calls += 1
+        if self.calls == self.hang_at:
+            await asyncio.sleep(3600)
+        return TokensWithLogprobs([7, 8, 2], [-0.5] * 3)
+
+
+@pytest.mark.parametrize("hang_at", [1, 2, 5])
+@pytest.mark.parametrize("break_at", [None, 2])
+def test_a_deadline_inside_the_inlined_turns_leaves_the_tracker_exact(hang_at, break_at):
+    """The rollout deadline cancels the loop between inlined turns (their stats are kept in
+    locals): the stats still equal the tracker replayed over the kept transitions."""
+    from rollout.testing import SyntheticEnv
+
+    config = EngineConfig(limits=RolloutLimits(rollout_timeout_seconds=0.05))
+    env = SyntheticEnv(20, break_at=break_at)
+    traj, stats = asyncio.run(run_episode(HangingPolicy(hang_at), env, config))
+    assert stats.stop_reason == "rollout_timeout" and stats.turns == hang_at - 1
+
+    ref = ExtensionTracker(ExtensionCheck.FULL)
+    transitions = traj.transitions if stats.turns else []
+    ref.start(transitions[0].ob if transitions else traj.final_ob)
+    for i, t in enumerate(transitions):
+        nxt = transitions[i + 1].ob if i + 1 < len(transitions) else traj.final_ob
+        ref.step(t.ac.tokens, nxt, i + 1, None)
+    ref.close()
+    assert stats.breaks == tuple(ref.breaks)
+    assert (stats.datums, stats.tokens_trained, stats.tokens_unique, stats.tokens_per_turn) == (
+        ref.datums,
+        ref.tokens_trained,
+        ref.tokens_unique,
+        ref.tokens_per_turn,
+    )
