@@ -35,7 +35,9 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     # a short warm start on a halving player that splits at random 3 times in 10 (too short to
     # learn it), then RL, each evaluated greedily on the same held-out games
     assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.3
-    assert config.learning_rate == 3e-4 and config.lr_scale_by_signal
+    # RL's rate decays linearly from 6e-4 to 0 over the 16 steps, scaled by the informative groups
+    assert config.learning_rate == 6e-4 and config.lr_schedule == "linear" and config.lr_scale_by_signal
+    assert config.lr_at(0) == 6e-4 and config.lr_at(8) == 3e-4
     assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 16, 0.0)
     assert 0 < config.eval_every < config.max_steps
     builder = config.dataset_builder()
@@ -90,6 +92,7 @@ def test_smoke_test_keys_are_the_easy_setting() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, list(SMOKE_TEST))
     assert (config.env.candidates, config.env.max_questions, config.env.question_reward) == (4, 4, -0.05)
     assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
+    assert config.lr_schedule == "constant"  # as measured, whatever the main job's schedule
     assert config.lr_scale_by_signal and config.batch_size == 4  # the rate follows the informative groups
     assert (config.max_steps, config.eval_every) == (20, 10)
     assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys
