@@ -24,9 +24,14 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
   prepacked once (:class:`Linear`); on CPUs where PyTorch's BLAS (MKL) takes a slower path, such
   as AMD Zen, that is 2-2.5x faster in float32. The gated MLP's activation and product and the
   residual additions run inside the products' kernels (post-ops). A oneDNN row does not depend
-  on how many rows the product has (checked for 2..2048 rows, float32 and bfloat16, 1 and 2
-  threads, with and without post-ops; a single row takes a matrix-vector kernel). Without oneDNN
-  the products fall back to ``F.linear``.
+  on how many rows the product has (checked on an AMD Zen 5 for 2..2048 rows, float32 and
+  bfloat16, 1 and 2 threads, with and without post-ops; a single row takes a matrix-vector
+  kernel). **Not on every CPU:** on an Intel Xeon with AMX, bfloat16 with 2 threads, a row's
+  result changes once the product has more than 32 rows (the 576 x 576 projections and the
+  unembedding; float32, or one thread, stay invariant), so there a packed prefill of more than
+  32 tokens, and the sampled runs after it, depend on which requests shared the pass: two runs
+  of one seed diverge (found 2026-12-04; to fix, e.g. products of at most 32 rows on such
+  CPUs, checked at start). Without oneDNN the products fall back to ``F.linear``.
 
 Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
 """

@@ -40,8 +40,13 @@ which leaves RL room; lr 3e-4 (was 2e-4) let 16 steps use it, and a linear decay
 
 Measured (2026-12-04, ``python -m envs.twenty_questions.train seed=<s>``; held-out win on the 64
 distinct games after the warm start -> after 8 / 16 RL steps; at the end the share of turns that
-were questions, of all turns and of the turns before each game's final guess). Runs are
-reproducible on one machine: a rerun of a seed gives its figures again. They are not across
+were questions, of all turns and of the turns before each game's final guess). On the AMD
+machine runs are reproducible: a rerun of a seed gives its figures again. On the Intel machine
+with AMX and bfloat16 they are not (oneDNN's AMX products of more than 32 rows depend on the row
+count: see :mod:`backend.local._decoder`): ``make train`` from a fresh clone matched the run below
+through the warm start (0.297) and step 0's rollouts, then drew differently (0.719 after 8 steps
+against 0.844; 0.797 after 16 against 0.828, RL's gain +0.500; 15.9 min of training,
+926 CPU-s, beside a benchmark at load ~3). Nor are they reproducible across
 machines: the pool has CPUs whose bfloat16 kernels round differently, so the same seed's warm
 start already differs (seed 0: 0.297 on one, 0.375 on the other) and every draw after it.
 
