@@ -228,3 +228,47 @@ def test_decoder_without_onednn_agrees_and_is_batch_invariant() -> None:
                 assert torch.equal(decoder.decode(alone, [5 + i], [len(s)])[0], step[i])
             outs[onednn] = step
     assert torch.allclose(outs[False], outs[True], atol=1e-4)
+
+
+def test_blocked_onednn_products_agree_with_whole_ones() -> None:
+    """Where rows vary with the row count (AMX, bfloat16, 2 threads), products run in blocks of
+    ``ONEDNN_BLOCK_ROWS`` rows, the last padded: same results, every post-op, any row count."""
+    from backend.local import _decoder
+
+    if not _decoder.onednn_linear_works(torch.float32):
+        pytest.skip("oneDNN products do not run here")
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(48, 40, generator=gen)
+    whole, blocked = _decoder.Linear(w, True), _decoder.Linear(w, True)
+    blocked.max_rows = 8
+    with torch.inference_mode():
+        for rows in (4, 8, 9, 17, 21, 33):
+            x = torch.randn(rows, 40, generator=gen)
+            other = torch.randn(rows, 48, generator=gen)
+            for name, args in (("__call__", (x,)), ("silu", (x,)), ("mul", (x, other)), ("add", (x, other))):
+                a, b = getattr(whole, name)(*args), getattr(blocked, name)(*args)
+                assert a.shape == b.shape == (rows, 48), (name, rows)
+                assert torch.allclose(a, b, atol=1e-5), (name, rows)
+
+
+def test_decoder_blocks_its_products_where_rows_vary(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.local import _decoder
+
+    if not _decoder.onednn_linear_works(torch.float32):
+        pytest.skip("oneDNN products do not run here")
+    model = pristine_base(TINY)
+    assert isinstance(_decoder.onednn_rows_vary([model.lm_head.weight]), bool)
+    plain = SlotDecoder(model, onednn=True)
+    monkeypatch.setattr(_decoder, "onednn_rows_vary", lambda weights: True)
+    monkeypatch.setattr(_decoder, "ONEDNN_BLOCK_ROWS", 4)
+    blocked = SlotDecoder(model, onednn=True)
+    assert blocked.block_rows == 4 and blocked.lm_head.max_rows == 4
+    assert all(lin.max_rows == 4 for lin in (blocked.layers[0].q, blocked.layers[-1].down))
+    seqs = _prompts(3, seed=7)
+    with torch.inference_mode():
+        outs = []
+        for decoder in (plain, blocked):
+            cache = decoder.new_cache()
+            cache.ensure(3, 128)
+            outs.append(decoder.prefill(cache, [PrefillRow(i, 0, s) for i, s in enumerate(seqs)]))
+    assert torch.allclose(outs[0], outs[1], atol=1e-4)

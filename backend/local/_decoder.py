@@ -26,12 +26,14 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
   residual additions run inside the products' kernels (post-ops). A oneDNN row does not depend
   on how many rows the product has (checked on an AMD Zen 5 for 2..2048 rows, float32 and
   bfloat16, 1 and 2 threads, with and without post-ops; a single row takes a matrix-vector
-  kernel). **Not on every CPU:** on an Intel Xeon with AMX, bfloat16 with 2 threads, a row's
-  result changes once the product has more than 32 rows (the 576 x 576 projections and the
-  unembedding; float32, or one thread, stay invariant), so there a packed prefill of more than
-  32 tokens, and the sampled runs after it, depend on which requests shared the pass: two runs
-  of one seed diverge (found 2026-12-04; to fix, e.g. products of at most 32 rows on such
-  CPUs, checked at start). Without oneDNN the products fall back to ``F.linear``.
+  kernel). Not on every CPU: on an Intel Xeon with AMX, bfloat16 with 2 threads, a row's result
+  changes once the product has more than 32 rows (the 576 x 576 projections and the unembedding;
+  float32, or one thread, stay invariant), which made a packed prefill of more than 32 tokens, and
+  the sampled runs after it, depend on which requests shared the pass (two runs of one seed
+  diverged). So the decoder checks at start (:func:`onednn_rows_vary`, on one weight of each
+  shape) and, where rows vary, runs every product in blocks of :data:`ONEDNN_BLOCK_ROWS` rows
+  (:attr:`Linear.max_rows`): a prefill of 16 x 60 tokens there took 0.66 s against 0.40 s
+  unblocked, the price of reproducible runs. Without oneDNN the products fall back to ``F.linear``.
 
 Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
 """
@@ -75,28 +77,79 @@ class Linear:
             with torch.inference_mode():
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
 
+    max_rows: int | None = None
+    """Rows per oneDNN product (``None``: all at once). Set where a row's result depends on the
+    row count beyond some size (:func:`onednn_rows_vary`): the product then runs in blocks of
+    this many rows, the last padded to :data:`ONEDNN_MIN_ROWS`."""
+
+    def _blocks(self, x: torch.Tensor, other: torch.Tensor | None, run: Any) -> torch.Tensor:
+        rows = x.shape[0]
+        if self.max_rows is None or rows <= self.max_rows:
+            return run(x, other)
+        outs = []
+        for start in range(0, rows, self.max_rows):
+            xb = x[start : start + self.max_rows]
+            ob = None if other is None else other[start : start + self.max_rows]
+            n = xb.shape[0]
+            if n < ONEDNN_MIN_ROWS:
+                xb = F.pad(xb, (0, 0, 0, ONEDNN_MIN_ROWS - n))
+                ob = None if ob is None else F.pad(ob, (0, 0, 0, ONEDNN_MIN_ROWS - n))
+            outs.append(run(xb, ob)[:n])
+        return torch.cat(outs)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is None:
             return F.linear(x, self.weight)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
+        packed = self.packed
+        return self._blocks(
+            x, None, lambda a, _: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [None], "")
+        )
 
     def silu(self, x: torch.Tensor) -> torch.Tensor:
         """``silu(x @ weight.T)`` (with oneDNN: applied in the product's kernel)."""
         if self.packed is None:
             return F.silu(F.linear(x, self.weight))
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "swish", [None], "")
+        packed = self.packed
+        return self._blocks(
+            x, None, lambda a, _: torch.ops.mkldnn._linear_pointwise(a, packed, None, "swish", [None], "")
+        )
 
     def mul(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """``(x @ weight.T) * other`` (with oneDNN: in the product's kernel)."""
         if self.packed is None:
             return F.linear(x, self.weight) * other
-        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, None, "mul")
+        packed = self.packed
+        return self._blocks(
+            x, other, lambda a, o: torch.ops.mkldnn._linear_pointwise.binary(a, o, packed, None, "mul")
+        )
 
     def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """``other + x @ weight.T`` (with oneDNN: in the product's kernel)."""
         if self.packed is None:
             return other + F.linear(x, self.weight)
-        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, None, "add")
+        packed = self.packed
+        return self._blocks(
+            x, other, lambda a, o: torch.ops.mkldnn._linear_pointwise.binary(a, o, packed, None, "add")
+        )
+
+
+ONEDNN_BLOCK_ROWS = 32
+"""Rows per oneDNN product where rows vary with the row count (on an Intel Xeon with AMX in
+bfloat16 at 2 threads they did from 33 rows on; up to 32 they matched a 4-row product)."""
+
+
+def onednn_rows_vary(weights: list[torch.Tensor], rows: tuple[int, ...] = (33, 64, 128, 512)) -> bool:
+    """Whether a row of a oneDNN product with one of ``weights`` (prepacked as the decoder runs
+    them) differs between a 4-row product and larger ones, at the current dtype and threads."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        for w in weights:
+            lin = Linear(w, True)
+            x = torch.randn(max(rows), w.shape[1], generator=gen).to(w.dtype)
+            ref = lin(x[:ONEDNN_MIN_ROWS])[0]
+            if any(not torch.equal(lin(x[:m])[0], ref) for m in rows):
+                return True
+    return False
 
 
 def onednn_linear_works(dtype: torch.dtype) -> bool:
@@ -261,6 +314,28 @@ class SlotDecoder:
             )
             for layer in layers
         ]
+        self.block_rows: int | None = None
+        """Rows per oneDNN product, where rows vary with the row count (else ``None``)."""
+        if self.onednn and self.layers:
+            first = self.layers[0]
+            shapes = [
+                first.q.weight,
+                first.k.weight,
+                first.gate.weight,
+                first.down.weight,
+                self.lm_head.weight,
+            ]
+            if onednn_rows_vary(shapes):
+                self.block_rows = ONEDNN_BLOCK_ROWS
+                for lin in [
+                    self.lm_head,
+                    *(
+                        getattr(la, n)
+                        for la in self.layers
+                        for n in ["q", "k", "v", "o", "gate", "up", "down"]
+                    ),
+                ]:
+                    lin.max_rows = ONEDNN_BLOCK_ROWS
         self.context_length = int(getattr(config, "max_position_embeddings", 2048))
         with torch.inference_mode():
             positions = torch.arange(self.context_length)[None, :]

@@ -42,8 +42,10 @@ Measured (2026-12-04, ``python -m envs.twenty_questions.train seed=<s>``; held-o
 distinct games after the warm start -> after 8 / 16 RL steps; at the end the share of turns that
 were questions, of all turns and of the turns before each game's final guess). On the AMD
 machine runs are reproducible: a rerun of a seed gives its figures again. On the Intel machine
-with AMX and bfloat16 they are not (oneDNN's AMX products of more than 32 rows depend on the row
-count: see :mod:`backend.local._decoder`): ``make train`` from a fresh clone matched the run below
+with AMX and bfloat16 they were not until the evening of 2026-12-04 (oneDNN's AMX products of more
+than 32 rows depended on the row count; the decoder now runs them in 32-row blocks there: see
+:mod:`backend.local._decoder`), and every Intel figure below was measured before that fix, one
+draw each: ``make train`` from a fresh clone matched the run below
 through the warm start (0.297) and step 0's rollouts, then drew differently (0.719 after 8 steps
 against 0.844; 0.797 after 16 against 0.828, RL's gain +0.500; 15.9 min of training,
 926 CPU-s, beside a benchmark at load ~3). Nor are they reproducible across
