@@ -78,6 +78,29 @@ class ScriptPolicy(TokenCompleter):
         return TokensWithLogprobs(list(action), [-0.5] * len(action))
 
 
+def _assert_stats_equal_replay(
+    stats, traj, transitions, ref: ExtensionTracker, *, env_done: bool
+) -> ExtensionTracker:
+    """Replay ``ref`` over ``transitions`` (the last one ``acted`` when the env ended the episode)
+    and assert the engine's stats equal the tracker's; returns the replayed tracker."""
+    ref.start(transitions[0].ob if transitions else traj.final_ob)
+    for i, t in enumerate(transitions):
+        if i == len(transitions) - 1 and env_done:
+            ref.acted(len(t.ac.tokens))
+        else:
+            nxt = transitions[i + 1].ob if i + 1 < len(transitions) else traj.final_ob
+            ref.step(t.ac.tokens, nxt, i + 1, None)
+    ref.close()
+    assert stats.breaks == tuple(ref.breaks)
+    assert (stats.datums, stats.tokens_trained, stats.tokens_unique, stats.tokens_per_turn) == (
+        ref.datums,
+        ref.tokens_trained,
+        ref.tokens_unique,
+        ref.tokens_per_turn,
+    )
+    return ref
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     script=turns_st,
@@ -88,24 +111,9 @@ def test_inlined_turns_account_like_the_tracker(script, mode, max_turns):
     config = EngineConfig(extension_check=mode, boundary_window=2, limits=RolloutLimits(max_turns=max_turns))
     traj, stats = asyncio.run(run_episode(ScriptPolicy(script), ScriptEnv(script), config))
 
-    ref = ExtensionTracker(mode, 2)
     transitions = traj.transitions
-    ref.start(transitions[0].ob)
-    env_done = stats.stop_reason != "max_turns"
-    for i, t in enumerate(transitions):
-        if i == len(transitions) - 1 and env_done:
-            ref.acted(len(t.ac.tokens))
-        else:
-            nxt = transitions[i + 1].ob if i + 1 < len(transitions) else traj.final_ob
-            ref.step(t.ac.tokens, nxt, i + 1, None)
-    ref.close()
-
-    assert stats.breaks == tuple(ref.breaks)
-    assert (stats.datums, stats.tokens_trained, stats.tokens_unique, stats.tokens_per_turn) == (
-        ref.datums,
-        ref.tokens_trained,
-        ref.tokens_unique,
-        ref.tokens_per_turn,
+    ref = _assert_stats_equal_replay(
+        stats, traj, transitions, ExtensionTracker(mode, 2), env_done=stats.stop_reason != "max_turns"
     )
     marked = [i for i, t in enumerate(transitions) if t.metrics.get("rollout/ext_break")]
     assert marked == [b.turn - 1 for b in ref.breaks]
@@ -137,17 +145,7 @@ def test_a_deadline_inside_the_inlined_turns_leaves_the_tracker_exact(hang_at, b
     traj, stats = asyncio.run(run_episode(HangingPolicy(hang_at), env, config))
     assert stats.stop_reason == "rollout_timeout" and stats.turns == hang_at - 1
 
-    ref = ExtensionTracker(ExtensionCheck.FULL)
     transitions = traj.transitions if stats.turns else []
-    ref.start(transitions[0].ob if transitions else traj.final_ob)
-    for i, t in enumerate(transitions):
-        nxt = transitions[i + 1].ob if i + 1 < len(transitions) else traj.final_ob
-        ref.step(t.ac.tokens, nxt, i + 1, None)
-    ref.close()
-    assert stats.breaks == tuple(ref.breaks)
-    assert (stats.datums, stats.tokens_trained, stats.tokens_unique, stats.tokens_per_turn) == (
-        ref.datums,
-        ref.tokens_trained,
-        ref.tokens_unique,
-        ref.tokens_per_turn,
+    _assert_stats_equal_replay(
+        stats, traj, transitions, ExtensionTracker(ExtensionCheck.FULL), env_done=False
     )
