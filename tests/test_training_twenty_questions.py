@@ -61,6 +61,19 @@ def test_the_default_evaluation_is_64_distinct_held_out_games() -> None:
     assert not {word for word, _ in games} & set(split_words("train"))
 
 
+def test_held_out_games_do_not_depend_on_the_run_seed() -> None:
+    # every seed is evaluated on the same games (eval_seed), while training draws follow the seed
+    def splits(*args: str) -> tuple[list[object], list[object]]:
+        train, test = training.parse_config(TwentyQuestionsTrainConfig, list(args)).dataset_builder().build()
+        return [train.item(i) for i in range(16)], [test.item(i) for i in range(64)]
+
+    train0, test0 = splits("seed=0")
+    train5, test5 = splits("seed=5")
+    assert test5 == test0 and train5 != train0
+    _, other = splits("seed=0", "eval_seed=1")
+    assert other != test0 and {w for w, _ in other} == {w for w, _ in test0}
+
+
 def test_every_game_field_is_a_nested_key(capsys) -> None:
     config = training.parse_config(
         TwentyQuestionsTrainConfig,

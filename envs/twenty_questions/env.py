@@ -497,7 +497,10 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     env: TwentyQuestionsConfig = chz.field(default_factory=TwentyQuestionsConfig)
     """Rules, rewards and difficulty."""
     seed: int = 0
-    """Seed of word order and candidate lists."""
+    """Seed of the training split's word order and candidate lists."""
+    test_seed: int = 0
+    """Seed of the held-out split's word order and candidate lists, apart from :attr:`seed`, so
+    that runs with any seed are evaluated on the same games."""
     num_epochs: int = 1
     """Passes over the training words (sets the number of training batches)."""
     num_batches: int | None = None
@@ -550,7 +553,6 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             config=self.env,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
-            seed=self.seed,
         )
         train = TwentyQuestionsDataset(
             train_words,
@@ -558,6 +560,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             group_size=self.group_size,
             num_batches=self.num_batches or max(1, self.num_epochs * len(train_words) // self.batch_size),
             split="train",
+            seed=self.seed,
             **common,  # type: ignore[arg-type]
         )
         test_batch = self.test_batch_size or len(test_words)
@@ -567,6 +570,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             group_size=self.test_group_size,
             num_batches=max(1, len(test_words) // test_batch),
             split="test",  # one seeded order, so a first batch of a few words spans the kinds
+            seed=self.test_seed,
             **common,  # type: ignore[arg-type]
         )
         return train, test

@@ -248,6 +248,9 @@ class TwentyQuestionsTrainConfig(training.Config):
     eval_words: int = 64
     """Held-out games per evaluation (the first ones of the held-out split, in its seeded order:
     its 61 words, then words again with other candidate lists)."""
+    eval_seed: int = 0
+    """Seed of the held-out games (word order, candidate lists), apart from ``seed``: runs with
+    any seed are evaluated on the same games."""
     eval_group_size: int = 1
     """Games per held-out word and candidate list (greedy evaluation plays identical games
     identically, so more than 1 only helps at ``eval_temperature > 0``)."""
@@ -290,6 +293,7 @@ class TwentyQuestionsTrainConfig(training.Config):
             num_batches=max(1, self.max_steps),
             test_group_size=self.eval_group_size,
             test_batch_size=self.eval_words,
+            test_seed=self.eval_seed,
             scripted_split_noise=self.scripted_split_noise,
         )
 
