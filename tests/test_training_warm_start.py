@@ -71,6 +71,31 @@ def test_warm_start_key_plays_scripted_episodes_then_rl_and_reports_each_stage(t
     assert json.loads((tmp_path / "warm_start.json").read_text()) == warm
 
 
+def test_a_warm_start_draws_the_adapter_from_its_own_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # with a warm start, the weights RL starts from depend on warm_start.* only: runs with other
+    # seeds differ in RL alone (one supervised checkpoint, several RL seeds)
+    from backend import LocalServiceClient
+
+    seeds: list[int | None] = []
+    original = LocalServiceClient.create_lora_training_client_async
+
+    async def recording(self, base_model, rank=32, seed=None, **kwargs):  # type: ignore[no-untyped-def]
+        seeds.append(seed)
+        return await original(self, base_model, rank=rank, seed=seed, **kwargs)
+
+    monkeypatch.setattr(LocalServiceClient, "create_lora_training_client_async", recording)
+    for run_seed, extra in (
+        (3, ["warm_start.episodes=2", "warm_start.steps=1", "warm_start.seed=11"]),
+        (4, []),
+    ):
+        config = _toy(tmp_path / str(run_seed), f"seed={run_seed}", "max_steps=1", "eval_every=0", *extra)
+        assert config.adapter_seed() == (11 if extra else run_seed)
+        training.train(config)
+    assert seeds == [11, 4]
+
+
 class _RecordingClient:
     """A training client that records the datums of each ``forward_backward`` call."""
 
@@ -189,5 +214,7 @@ def test_warm_start_loss_comes_from_the_returned_logprobs_without_a_loss_metric(
         loss_fn_output_type="cross_entropy", loss_fn_outputs=[{"logprobs": logprobs}], metrics={}
     )
     assert _mean_nll([datum], fb) == 2.0  # (1 + 3) / 2: the unweighted first token is left out
-    without = tinker.ForwardBackwardOutput(loss_fn_output_type="cross_entropy", loss_fn_outputs=[], metrics={"loss:sum": 5.0})
+    without = tinker.ForwardBackwardOutput(
+        loss_fn_output_type="cross_entropy", loss_fn_outputs=[], metrics={"loss:sum": 5.0}
+    )
     assert _mean_nll([datum], without) == 2.5  # the metric, per weighted token

@@ -89,7 +89,10 @@ class WarmStartConfig:
     learning_rate: float = 1e-3
     """Adam learning rate of the warm start (the other Adam settings are the run's)."""
     seed: int = 1000
-    """Seed the builder draws the scripted episodes with (keep it apart from the RL data seed)."""
+    """Seed of everything before RL: the scripted episodes the builder draws, their order, and
+    the adapter's initial weights. Kept apart from the run's ``seed``, so that runs with other
+    seeds start RL from the same warm-started weights and differ in RL only (one supervised
+    checkpoint, several RL seeds)."""
 
     @chz.validate
     def _check(self) -> None:
@@ -143,7 +146,8 @@ class Config:
     lora_rank: int = 16
     """LoRA rank of the trained adapter."""
     seed: int = 0
-    """Seed of the LoRA initialisation, the Python/NumPy/torch RNGs, the data order and of every
+    """Seed of the LoRA initialisation (unless a warm start runs: :meth:`adapter_seed`), the
+    Python/NumPy/torch RNGs, the data order and of every
     sampling request (``SamplingParams.seed`` from the run seed and the request's place: step,
     group, env, attempt, turn): on the local backend the same seed gives the same sampled tokens
     and metrics on one machine, whatever the timing."""
@@ -291,6 +295,12 @@ class Config:
         that row as ``eval/<name>`` and shown next to the win rate after each evaluation and in
         the run's summary. None by default; Twenty Questions adds its question-turn fraction."""
         return {}
+
+    def adapter_seed(self) -> int:
+        """Seed of the new adapter's initial weights: ``warm_start.seed`` when the config's warm
+        start runs (the weights RL starts from then do not depend on :attr:`seed`), else
+        :attr:`seed`."""
+        return self.warm_start.seed if self.warm_start.episodes > 0 else self.seed
 
     def lr_at(self, step: int) -> float:
         """Learning rate of step ``step`` under :attr:`lr_schedule`."""

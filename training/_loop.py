@@ -393,7 +393,7 @@ class _Run:
             )
         else:
             self.training_client = await service.create_lora_training_client_async(
-                config.model_name, rank=config.lora_rank, seed=config.seed
+                config.model_name, rank=config.lora_rank, seed=config.adapter_seed()
             )
 
     async def _refresh_sampler(self, step: int) -> None:
