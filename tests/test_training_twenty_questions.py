@@ -63,7 +63,7 @@ def test_the_default_evaluation_is_64_distinct_held_out_games() -> None:
 
 def test_held_out_games_do_not_depend_on_the_run_seed() -> None:
     # every seed is evaluated on the same games (eval_seed), while training draws follow the seed
-    def splits(*args: str) -> tuple[list[object], list[object]]:
+    def splits(*args: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[tuple[str, tuple[str, ...]]]]:
         train, test = training.parse_config(TwentyQuestionsTrainConfig, list(args)).dataset_builder().build()
         return [train.item(i) for i in range(16)], [test.item(i) for i in range(64)]
 
