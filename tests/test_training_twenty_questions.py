@@ -29,7 +29,7 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     game = config.env
     assert (game.candidates, game.max_questions, config.batch_size, config.group_size) == (8, 4, 8, 8)
     assert game.question_reward == 0.0 and game.wrong_guess_reward == 0.0
-    assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 1.0)
+    assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 0.8)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
     # a short warm start on a halving player that splits at random 3 times in 10 (too short to
@@ -106,6 +106,7 @@ def test_smoke_test_keys_are_the_easy_setting() -> None:
     assert (config.env.candidates, config.env.max_questions, config.env.question_reward) == (4, 4, -0.05)
     assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
     assert config.lr_schedule == "constant"  # as measured, whatever the main job's schedule
+    assert config.temperature == 1.0  # likewise its sampling temperature
     assert config.lr_scale_by_signal and config.batch_size == 4  # the rate follows the informative groups
     assert (config.max_steps, config.eval_every) == (20, 10)
     assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys

@@ -14,13 +14,16 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
    games of the halving player with ``scripted_split_noise=0.3`` (each question names half of the
    words still possible, copied from the prompt, except 3 times in 10 a random number of them;
    it wins 57 of the 64 scripted games). Too few steps to learn it: the policy learns the moves (set
-   questions, then ``Guess: <word>``) and part of the strategy.
+   questions, then ``Guess: <word>``) and part of the strategy. Its games, their order and the
+   adapter's initial weights all come from ``warm_start.seed`` (1000), not from ``seed``: every
+   seed starts RL from the same weights, so the seeds differ in RL only.
 2. **RL**: importance-sampling policy gradient, LoRA rank 16, 8 words x 8 games per step at
    temperature 1, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 6e-4 decaying linearly to 0 (``lr_schedule=linear``), each scaled by the
    fraction of informative groups (``lr_scale_by_signal``), the compute dtype a quick probe finds faster on the machine
    (``local_compute_dtype=auto``).
-   Held-out evaluation (64 distinct games, the same every time: the 61 held-out words, then 3 of
-   them again with other candidate lists; greedy: ``eval_temperature=0``) after the warm start
+   Held-out evaluation (64 distinct games, the same for every run and seed: the 61 held-out
+   words, then 3 of them again with other candidate lists, drawn with ``eval_seed``; greedy:
+   ``eval_temperature=0``) after the warm start
    (step 0), after step 8, and at the end.
 
 Why a short warm start: trained longer on exact halving games, the warm start alone wins 0.97
@@ -136,8 +139,8 @@ The smoke test is the old easy setting (4 candidates in 4 turns, where asking ca
 questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x 8 games per step)::
 
     python -m envs.twenty_questions.train env.candidates=4 env.question_reward=-0.05 \
-        warm_start.episodes=0 learning_rate=1e-3 lr_schedule=constant max_tokens=16 \
-        batch_size=4 max_steps=20 eval_every=10
+        warm_start.episodes=0 learning_rate=1e-3 lr_schedule=constant temperature=1 \
+        max_tokens=16 batch_size=4 max_steps=20 eval_every=10
 
 (:data:`SMOKE_TEST` holds these keys). Measured 2026-12-04 on the 64 distinct held-out games
 (greedy, bfloat16; held-out win after steps 0 / 10 / 20, and after 25 when the smoke test ran 25
@@ -196,6 +199,7 @@ SMOKE_TEST = (
     "warm_start.episodes=0",
     "learning_rate=1e-3",
     "lr_schedule=constant",
+    "temperature=1",
     "max_tokens=16",
     "batch_size=4",
     "max_steps=20",
@@ -225,6 +229,10 @@ class TwentyQuestionsTrainConfig(training.Config):
     # --- loop defaults for this env (the main job: warm start, then RL; module docstring) ----
     log_path: str = "runs/twenty_questions/default"
     max_tokens: int = 24
+    temperature: float = 0.8
+    """Sampling temperature of RL's rollouts. At 1 the warm-started player's sampled questions are
+    often malformed (wrong words, repeats), so guessing early beats asking in its samples and RL
+    drifted to one question then listing (capped at 0.75; module docstring)."""
     max_steps: int = 16
     learning_rate: float = 6e-4
     lr_schedule: training.LRSchedule = "linear"
