@@ -106,6 +106,33 @@ def test_concurrent_requests_match_each_request_alone(tmp_path) -> None:
     assert batched.stats.mean_batch_size > 2
 
 
+def test_mixed_temperatures_in_one_batch_match_each_request_alone(tmp_path) -> None:
+    """Rows of one temperature are drawn with one batched op (several temperatures, top-k / top-p
+    rows and greedy rows in the same batch): each request samples as it does alone."""
+    prompts = _prompts(7, seed=6)
+    settings = [
+        {"temperature": 0.8},
+        {"temperature": 0.8},
+        {"temperature": 0.6},
+        {"temperature": 1.0},
+        {"temperature": 0.8, "top_k": 5},
+        {"temperature": 0.7, "top_p": 0.9},
+        {"temperature": 0.0},
+    ]
+    params = [
+        types.SamplingParams(max_tokens=4 + i, stop=[], seed=10 + i, **kw) for i, kw in enumerate(settings)
+    ]
+    alone = {}
+    for i, (p, sp) in enumerate(zip(prompts, params, strict=True)):
+        solo = make_service(tmp_path / f"solo{i}").create_sampling_client(base_model=TINY).result()
+        alone[i] = _key(_sample(solo, p, sp).result().sequences[0])
+    batched = make_service(tmp_path / "batched").create_sampling_client(base_model=TINY).result()
+    results = asyncio.run(_gather(batched, list(zip(prompts, params, strict=True))))
+    for i, res in enumerate(results):
+        assert _key(res.sequences[0]) == alone[i], f"request {i} ({settings[i]}) changed when batched"
+    assert batched.stats.mean_batch_size > 2
+
+
 def test_prefix_reuse_is_bit_identical_to_a_full_prefill(tmp_path) -> None:
     reuse = make_service(tmp_path / "a").create_sampling_client(base_model=TINY).result()
     plain = (

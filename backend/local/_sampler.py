@@ -598,7 +598,8 @@ class SamplerEngine:
         n = len(rows)
         tokens = [0] * n
         drawn: list[int] = []  # rows that draw (the others are greedy)
-        weights: list[torch.Tensor] = []  # the drawn rows' log-probabilities (unnormalised)
+        weights: dict[int, torch.Tensor] = {}  # drawn row -> its log-probabilities (unnormalised)
+        tempered: dict[float, list[int]] = {}  # temperature -> drawn rows with no top-k / top-p
         plain = True  # every drawn row samples the untempered distribution
         for i, r in enumerate(rows):
             params = r.request.params
@@ -607,9 +608,12 @@ class SamplerEngine:
                 continue
             drawn.append(i)
             if params.temperature == 1 and params.top_k <= 0 and params.top_p >= 1:
-                weights.append(logp[i])
+                weights[i] = logp[i]
                 continue
             plain = False
+            if params.top_k <= 0 and params.top_p >= 1:  # one batched op per temperature, below
+                tempered.setdefault(float(params.temperature), []).append(i)
+                continue
             scores = logits[i] / params.temperature
             if 0 < params.top_k < scores.shape[-1]:
                 kth = torch.topk(scores, params.top_k).values[-1]
@@ -620,9 +624,18 @@ class SamplerEngine:
                 drop = cum - torch.softmax(sorted_scores, -1) >= params.top_p
                 drop[0] = False
                 scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
-            weights.append(torch.log_softmax(scores, -1))
+            weights[i] = torch.log_softmax(scores, -1)
         if drawn:
-            logw = logp if plain and len(drawn) == n else torch.stack(weights)
+            if plain and len(drawn) == n:
+                logw = logp
+            elif len(tempered) == 1 and len(next(iter(tempered.values()))) == len(drawn):
+                temperature = next(iter(tempered))  # every drawn row, in order
+                logw = torch.log_softmax((logits if len(drawn) == n else logits[drawn]) / temperature, -1)
+            else:
+                for temperature, group in tempered.items():
+                    for i, row in zip(group, torch.log_softmax(logits[group] / temperature, -1), strict=True):
+                        weights[i] = row
+                logw = torch.stack([weights[i] for i in drawn])
             uniforms = [
                 float(torch.rand((), dtype=torch.float64, generator=rows[i].generator)) for i in drawn
             ]
