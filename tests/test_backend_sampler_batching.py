@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,16 +91,25 @@ def test_decoder_is_batch_invariant_bit_for_bit() -> None:
             assert torch.equal(got[len(others[2:])], ref), f"split at {split} with {len(others)} others"
 
 
-def test_concurrent_requests_match_each_request_alone(tmp_path) -> None:
-    """Packed prefill, a shared decode batch, rows finishing at different steps (slot moves)."""
-    prompts = _prompts(7, seed=4)
-    params = [_params(seed=i, max_tokens=3 + 2 * i) for i in range(7)]
+def _alone_and_batched(
+    tmp_path: Path, prompts: list[list[int]], params: list[types.SamplingParams]
+) -> tuple[dict[int, tuple[list[int], list[float] | None]], list[types.SampleResponse], LocalSamplingClient]:
+    """Each request sampled alone on a fresh service (its result's key), then all of them at once
+    on another: ``(keys alone, results batched, the batched client)``."""
     alone = {}
     for i, (p, sp) in enumerate(zip(prompts, params, strict=True)):
         solo = make_service(tmp_path / f"solo{i}").create_sampling_client(base_model=TINY).result()
         alone[i] = _key(_sample(solo, p, sp).result().sequences[0])
     batched = make_service(tmp_path / "batched").create_sampling_client(base_model=TINY).result()
     results = asyncio.run(_gather(batched, list(zip(prompts, params, strict=True))))
+    return alone, results, batched
+
+
+def test_concurrent_requests_match_each_request_alone(tmp_path) -> None:
+    """Packed prefill, a shared decode batch, rows finishing at different steps (slot moves)."""
+    prompts = _prompts(7, seed=4)
+    params = [_params(seed=i, max_tokens=3 + 2 * i) for i in range(7)]
+    alone, results, batched = _alone_and_batched(tmp_path, prompts, params)
     for i, res in enumerate(results):
         assert _key(res.sequences[0]) == alone[i], f"request {i} changed when batched"
     assert batched.stats.prefill_passes < len(prompts)  # admitted together, prefilled together
@@ -122,12 +132,7 @@ def test_mixed_temperatures_in_one_batch_match_each_request_alone(tmp_path) -> N
     params = [
         types.SamplingParams(max_tokens=4 + i, stop=[], seed=10 + i, **kw) for i, kw in enumerate(settings)
     ]
-    alone = {}
-    for i, (p, sp) in enumerate(zip(prompts, params, strict=True)):
-        solo = make_service(tmp_path / f"solo{i}").create_sampling_client(base_model=TINY).result()
-        alone[i] = _key(_sample(solo, p, sp).result().sequences[0])
-    batched = make_service(tmp_path / "batched").create_sampling_client(base_model=TINY).result()
-    results = asyncio.run(_gather(batched, list(zip(prompts, params, strict=True))))
+    alone, results, batched = _alone_and_batched(tmp_path, prompts, params)
     for i, res in enumerate(results):
         assert _key(res.sequences[0]) == alone[i], f"request {i} ({settings[i]}) changed when batched"
     assert batched.stats.mean_batch_size > 2
