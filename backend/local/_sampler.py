@@ -626,16 +626,10 @@ class SamplerEngine:
                 scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
             weights[i] = torch.log_softmax(scores, -1)
         if drawn:
-            if plain and len(drawn) == n:
-                logw = logp
-            elif len(tempered) == 1 and len(next(iter(tempered.values()))) == len(drawn):
-                temperature = next(iter(tempered))  # every drawn row, in order
-                logw = torch.log_softmax((logits if len(drawn) == n else logits[drawn]) / temperature, -1)
-            else:
-                for temperature, group in tempered.items():
-                    for i, row in zip(group, torch.log_softmax(logits[group] / temperature, -1), strict=True):
-                        weights[i] = row
-                logw = torch.stack([weights[i] for i in drawn])
+            for temperature, group in tempered.items():
+                for i, row in zip(group, torch.log_softmax(logits[group] / temperature, -1), strict=True):
+                    weights[i] = row
+            logw = logp if plain and len(drawn) == n else torch.stack([weights[i] for i in drawn])
             uniforms = [
                 float(torch.rand((), dtype=torch.float64, generator=rows[i].generator)) for i in drawn
             ]
