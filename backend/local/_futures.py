@@ -1,7 +1,7 @@
 """Futures with the three access patterns of tinker's ``APIFuture``.
 
 ``fut.result()`` blocks the calling thread, ``await fut`` and ``await fut.result_async()`` suspend
-the calling coroutine. The work itself always runs in a worker thread, so awaiting never blocks
+the calling coroutine. The work itself always runs on the compute thread (:mod:`._device`), so awaiting never blocks
 the event loop, and ``.result()`` called from inside a running loop only blocks that loop until
 the worker is done (it cannot deadlock: the worker never needs the loop).
 
@@ -20,7 +20,11 @@ from typing import Any, Generic, TypeVar
 
 from tinker.lib.public_interfaces.api_future import APIFuture
 
+from ._device import on_device
+from ._errors import LocalBackendError
+
 T = TypeVar("T")
+U = TypeVar("U")
 C = TypeVar("C")
 
 
@@ -34,7 +38,16 @@ class LocalFuture(APIFuture[T], Generic[T]):
         self._future: Future[T] = future
 
     def result(self, timeout: float | None = None) -> T:
-        """Block until the result is ready (``TimeoutError`` after ``timeout`` seconds)."""
+        """Block until the result is ready (``TimeoutError`` after ``timeout`` seconds).
+
+        Raises :class:`~._errors.LocalBackendError` when called, unfinished, from work running
+        on the backend's compute thread (a custom loss function waiting on a sample, say): that
+        thread would wait for itself."""
+        if not self._future.done() and on_device():
+            raise LocalBackendError(
+                "waiting on an unfinished local future from the backend's compute thread would "
+                "deadlock (it runs the work being waited for)"
+            )
         return self._future.result(timeout)
 
     async def result_async(self, timeout: float | None = None) -> T:
@@ -106,6 +119,24 @@ def safe_set_exception(future: Future[Any], exc: BaseException) -> None:
     """``future.set_exception`` that ignores futures cancelled meanwhile."""
     with contextlib.suppress(InvalidStateError):
         future.set_exception(exc)
+
+
+def then(future: Future[T], fn: Callable[[T], U]) -> Future[U]:
+    """A future of ``fn(result of future)``, computed when ``future`` finishes (on the thread that
+    finishes it; ``fn`` must be light). Errors carry over, and cancellation both ways."""
+    out: Future[U] = Future()
+
+    def done(f: Future[T]) -> None:
+        if f.cancelled():
+            out.cancel()
+        elif (exc := f.exception()) is not None:
+            safe_set_exception(out, exc)
+        else:
+            resolve(out, lambda: fn(f.result()))
+
+    future.add_done_callback(done)
+    out.add_done_callback(lambda o: future.cancel() if o.cancelled() else None)
+    return out
 
 
 def submit(executor: ThreadPoolExecutor, fn: Callable[[], T]) -> LocalFuture[T]:

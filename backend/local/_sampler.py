@@ -1,11 +1,12 @@
-"""Sampling engine: one model in a background worker thread with continuous (dynamic) batching.
+"""Sampling engine: one model served with continuous (dynamic) batching on the compute thread.
 
 How a request flows:
 
-1. ``submit_sample`` validates it, fixes its seed (see below) and puts it on a queue; the worker
-   thread starts on demand and exits after a short idle period (so engines of dropped sampling
-   clients can be garbage-collected).
-2. Between decode steps the worker admits every waiting request that fits the batch and
+1. ``submit_sample`` validates it, fixes its seed (see below) and puts it on a queue; while the
+   engine has work it runs in rounds (:meth:`SamplerEngine._step`) queued one after the other on
+   the backend's compute thread (:mod:`._device`), interleaved with other work there; an engine
+   idle for a short while releases its KV cache.
+2. Between decode steps the engine admits every waiting request that fits the batch and
    prefills them **together**: each request takes the longest KV prefix it finds in a small LRU
    (the previous turn of a conversation, a prompt shared by a group), identical prompts are
    prefilled once, and a prompt that shares a long prefix with another one admitted at the same
@@ -34,7 +35,7 @@ caller every time give seeds (the training loop seeds each request by its place 
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import hashlib
 import logging
 import queue
@@ -42,7 +43,6 @@ import secrets
 import threading
 import time
 import uuid
-import weakref
 from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -52,14 +52,12 @@ import numpy as np
 import torch
 from tinker import types
 
+from . import _device as device
 from ._decoder import PrefillRow, SlotCache, SlotDecoder, key_span
 from ._errors import PromptTooLongError
 from ._futures import safe_set_exception, safe_set_result
 
 logger = logging.getLogger(__name__)
-
-_live_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-_shutting_down = threading.Event()
 
 PREFILL_TOKENS = 2048
 """Most new tokens one prefill pass runs (a longer prompt runs alone)."""
@@ -68,16 +66,8 @@ SHARED_PREFIX_WAIT = 16
 than it finds in the prefix LRU waits one pass, then reuses that prompt's KV."""
 GATHER_QUIET_S = 0.01
 GATHER_MAX_S = 0.1
-"""An idle worker woken by a request keeps taking requests until none came for
+"""An idle engine woken by a request keeps taking requests until none came for
 ``GATHER_QUIET_S`` (at most ``GATHER_MAX_S``), so a burst is prefilled in one pass."""
-
-
-@atexit.register
-def _stop_workers() -> None:
-    # Let worker threads leave their torch calls before the interpreter tears down.
-    _shutting_down.set()
-    for thread in list(_live_threads):
-        thread.join(timeout=5.0)
 
 
 def mix_seed(*parts: object) -> int:
@@ -236,7 +226,7 @@ class _Planned:
 
 
 class SamplerEngine:
-    """A causal LM served from a worker thread with continuous batching and KV prefix reuse.
+    """A causal LM served on the compute thread with continuous batching and KV prefix reuse.
 
     Args:
         model: a Llama-family ``transformers`` causal LM (put in eval mode; never trained here).
@@ -244,7 +234,7 @@ class SamplerEngine:
         base_model: name reported by ``get_base_model``.
         max_batch_size: most rows decoded together; further requests wait for a free slot.
         prefix_cache_tokens: total tokens of KV kept in the prefix LRU (0 disables reuse).
-        idle_exit_s: the worker thread exits after this long without work.
+        idle_exit_s: the KV cache is released after this long without work.
         seed: seed of the requests that carry none (``None``: a random one).
     """
 
@@ -274,8 +264,10 @@ class SamplerEngine:
         self._queue: queue.Queue[_Request] = queue.Queue()
         self._waiting: list[_Request] = []  # admitted later, when the batch has room
         self._lock = threading.Lock()
-        self._running = False
+        self._scheduled = False  # a round (_step) is queued or running on the compute thread
+        self._woken = False
         self._idle_since = time.monotonic()
+        self._idle_timer: threading.Timer | None = None
         self._prompt_counts: dict[bytes, int] = {}
         # Running batch: row i lives in slot i of the cache.
         self._rows: list[_Row] = []
@@ -360,11 +352,20 @@ class SamplerEngine:
     def _enqueue(self, req: _Request) -> None:
         with self._lock:
             self._queue.put(req)
-            if not self._running:
-                self._running = True
-                thread = threading.Thread(target=self._loop, name="turngym-sampler", daemon=True)
-                _live_threads.add(thread)
-                thread.start()
+            if self._scheduled:
+                return
+            self._scheduled = True
+            self._woken = True  # from idle: gather the burst before the first pass
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Queue the next :meth:`_step` on the compute thread."""
+        try:
+            device.submit(self._step)
+        except RuntimeError:  # the interpreter is shutting down
+            with self._lock:
+                self._scheduled = False
+            self._fail_all(RuntimeError("interpreter shutting down"))
 
     def reset_stats(self) -> None:
         """Zero the counters of :attr:`stats`."""
@@ -387,48 +388,39 @@ class SamplerEngine:
             if value <= 0:
                 self._prefix.clear()
 
-    # ----------------------------------------------------------------- worker
-    def _loop(self) -> None:
-        try:
-            with torch.inference_mode():
-                while not _shutting_down.is_set():
-                    if not self._take_new_requests():
-                        return
-                    self._drop_cancelled()
-                    try:
-                        self._admit()
-                        if self._rows:
-                            self._decode_step()
-                    except Exception as exc:  # fail the batch, keep the engine alive
-                        logger.exception("sampling step failed")
-                        self._fail_batch(exc)
-        except BaseException:
-            self._cache.release()
-            with self._lock:
-                self._running = False
-            raise
-        self._cache.release()
-        with self._lock:
-            self._running = False
-        for r in self._rows:
-            safe_set_exception(r.request.future, RuntimeError("interpreter shutting down"))
-
-    def _take_new_requests(self) -> bool:
-        """Move queued requests to the waiting list; returns False when the worker should exit (idle)."""
-        if not self._rows and not self._waiting:
+    # ----------------------------------------------------------------- rounds
+    def _step(self) -> None:
+        """One round on the compute thread: take new requests, admit and prefill what fits, decode
+        one token for every live row; then queue the next round while there is work (other work
+        on the compute thread, a trainer call or another engine's round, runs in between)."""
+        with torch.inference_mode():
+            self._take_new_requests()
+            self._drop_cancelled()
             try:
-                self._waiting.append(self._queue.get(timeout=min(self._idle_exit_s, 0.25)))
-            except queue.Empty:
-                if time.monotonic() - self._idle_since < self._idle_exit_s and not _shutting_down.is_set():
-                    return True
-                with self._lock:
-                    if self._queue.empty():
-                        self._cache.release()  # before another worker can start
-                        self._running = False
-                        return False
-                return True
-            # Woken from idle: requests tend to come in bursts (every conversation's next turn
-            # after a batch ends together); take the whole burst into one prefill pass.
+                self._admit()
+                if self._rows:
+                    self._decode_step()
+            except Exception as exc:  # fail the batch, keep the engine alive
+                logger.exception("sampling step failed")
+                self._fail_batch(exc)
+        with self._lock:
+            busy = bool(self._rows or self._waiting) or not self._queue.empty()
+            if not busy:
+                self._scheduled = False
+                self._idle_since = time.monotonic()
+                self._arm_idle_release(self._idle_exit_s)
+        if busy:
+            self._schedule()
+
+    def _take_new_requests(self) -> None:
+        """Move queued requests to the waiting list.
+
+        Woken from idle, keep taking requests until none came for ``GATHER_QUIET_S`` (at most
+        ``GATHER_MAX_S``): they tend to come in bursts (every conversation's next turn after a
+        batch ends together), and a burst is prefilled in one pass.
+        """
+        if self._woken:
+            self._woken = False
             deadline = time.monotonic() + GATHER_MAX_S
             while time.monotonic() < deadline:
                 try:
@@ -440,8 +432,43 @@ class SamplerEngine:
                 self._waiting.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self._idle_since = time.monotonic()
-        return True
+
+    def _arm_idle_release(self, delay: float) -> None:
+        """(Under the lock.) Release the KV cache once the engine has been idle ``idle_exit_s``."""
+        if self._idle_timer is None:
+            timer = threading.Timer(delay, self._idle_timeout)
+            timer.daemon = True
+            self._idle_timer = timer
+            timer.start()
+
+    def _idle_timeout(self) -> None:
+        with self._lock:
+            self._idle_timer = None
+            if self._scheduled:
+                return  # busy again: re-armed when it next goes idle
+            left = self._idle_since + self._idle_exit_s - time.monotonic()
+            if left > 0:
+                self._arm_idle_release(left)
+                return
+        with contextlib.suppress(RuntimeError):  # shutting down: nothing to release
+            device.submit(self._release_if_idle)
+
+    def _release_if_idle(self) -> None:
+        with self._lock:
+            if not self._scheduled:
+                self._cache.release()
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """Fail every request of the engine (running, waiting and queued)."""
+        self._fail_batch(exc)
+        while True:
+            try:
+                self._waiting.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for req in self._waiting:
+            safe_set_exception(req.future, exc)
+        self._waiting = []
 
     def _admit(self) -> None:
         """Admit the waiting requests that fit (in order) and prefill them together."""

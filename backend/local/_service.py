@@ -7,7 +7,6 @@ import hashlib
 import threading
 import uuid
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,15 @@ from tinker import types
 from backend.model import KNOWN_MODELS, load_tokenizer, register_tokenizers
 
 from . import _checkpoint as ckpt
+from . import _device as device
 from ._dtype import resolve_compute_dtype
 from ._errors import UnknownModelError, UnsupportedCallError
-from ._futures import ClientFuture, LocalFuture, submit, submit_client
+from ._futures import ClientFuture, LocalFuture, submit, submit_client, then
 from ._rest import LocalRestClient
 from ._sampler import SamplerEngine, SamplerStats, mix_seed
 from ._surface import TinkerSurface
 from ._trainer import CustomLossFn, TrainerCore, custom_loss_view
 from ._weights import merged_model, pristine_base
-
-_creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="turngym-create")
 
 
 def adapter_digest(adapter: Mapping[str, torch.Tensor], scaling: float) -> str:
@@ -125,13 +123,13 @@ class LocalSamplingClient(TinkerSurface):
     ) -> LocalFuture[list[float | None]]:
         """Logprob of every prompt token given the ones before it (``None`` for the first)."""
         tokens = prompt.to_ints()
-        fut = self._engine.submit_logprobs(tokens)
-        if prompt_logprobs_last_n is None:
-            return LocalFuture(fut)
         n = prompt_logprobs_last_n
-        if not 1 <= n <= len(tokens) - 1:
+        if n is not None and not 1 <= n <= len(tokens) - 1:
             raise ValueError(f"prompt_logprobs_last_n must be between 1 and {len(tokens) - 1}, got {n}")
-        return submit(_creator, lambda: [None] * (len(tokens) - n) + fut.result()[-n:])
+        fut = self._engine.submit_logprobs(tokens)
+        if n is None:
+            return LocalFuture(fut)
+        return LocalFuture(then(fut, lambda lps: [None] * (len(tokens) - n) + lps[-n:]))
 
     async def compute_logprobs_async(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
@@ -165,7 +163,7 @@ class LocalSamplingClient(TinkerSurface):
 class LocalTrainingClient(TinkerSurface):
     """Tinker-compatible LoRA training client running in-process.
 
-    Calls are queued on one worker thread and run in order; each returns a future usable as
+    Calls are queued on the backend's compute thread and run in order; each returns a future usable as
     ``.result()``, ``await fut`` or ``await fut.result_async()``. A method of
     ``tinker.TrainingClient`` with no local counterpart raises
     :class:`~backend.UnsupportedCallError` naming it.
@@ -178,7 +176,7 @@ class LocalTrainingClient(TinkerSurface):
     ):
         self._service = service
         self._core = core
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turngym-train")
+        self._executor = device.executor()
         self.model_id = f"local-{uuid.uuid4().hex[:12]}"
         self.user_metadata = dict(user_metadata or {})
         self._lock = threading.Lock()
@@ -492,7 +490,7 @@ class LocalServiceClient(TinkerSurface):
         self.close()
 
     def close(self) -> LocalFuture[None]:
-        """Forget the shared base-model sampling engines (their threads exit when idle)."""
+        """Forget the shared base-model sampling engines (their KV caches are released when idle)."""
         with self._lock:
             self._engines.clear()
         return LocalFuture.completed(None)
@@ -512,7 +510,8 @@ class LocalServiceClient(TinkerSurface):
         """A LoRA training client on ``base_model`` (``train_unembed`` is ignored: the unembedding stays frozen)."""
         _check_model(base_model)
         return submit_client(
-            _creator, lambda: self._new_trainer(base_model, rank, seed, train_mlp, train_attn, user_metadata)
+            device.executor(),
+            lambda: self._new_trainer(base_model, rank, seed, train_mlp, train_attn, user_metadata),
         )
 
     async def create_lora_training_client_async(
@@ -582,7 +581,9 @@ class LocalServiceClient(TinkerSurface):
     ) -> ClientFuture[LocalTrainingClient]:
         """A training client initialised from the adapter saved at ``path`` (fresh optimizer)."""
         ckpt.resolve(path, self.root)
-        return submit_client(_creator, lambda: self._from_state(path, base_model, False, user_metadata))
+        return submit_client(
+            device.executor(), lambda: self._from_state(path, base_model, False, user_metadata)
+        )
 
     async def create_training_client_from_state_async(
         self,
@@ -604,7 +605,9 @@ class LocalServiceClient(TinkerSurface):
     ) -> ClientFuture[LocalTrainingClient]:
         """A training client with the adapter and AdamW state saved at ``path``."""
         ckpt.resolve(path, self.root)
-        return submit_client(_creator, lambda: self._from_state(path, base_model, True, user_metadata))
+        return submit_client(
+            device.executor(), lambda: self._from_state(path, base_model, True, user_metadata)
+        )
 
     async def create_training_client_from_state_with_optimizer_async(
         self,
@@ -632,10 +635,10 @@ class LocalServiceClient(TinkerSurface):
             raise ValueError("Either model_path or base_model must be provided")
         if model_path is not None:
             folder = ckpt.resolve(model_path, self.root)
-            return submit_client(_creator, lambda: self._sampler_from_folder(folder, model_path))
+            return submit_client(device.executor(), lambda: self._sampler_from_folder(folder, model_path))
         assert base_model is not None
         _check_model(base_model)
-        return submit_client(_creator, lambda: LocalSamplingClient(self._base_engine(base_model)))
+        return submit_client(device.executor(), lambda: LocalSamplingClient(self._base_engine(base_model)))
 
     async def create_sampling_client_async(
         self,

@@ -1,6 +1,6 @@
 """LoRA training state: peft model, padded forward/backward passes, AdamW, checkpoints.
 
-Everything here runs on the training client's single worker thread, so calls are processed in
+Everything here runs on the backend's compute thread (:mod:`._device`), so calls are processed in
 submission order, like Tinker's sequenced requests. Gradients accumulate across
 ``forward_backward`` calls until ``optim_step`` applies and clears them.
 
