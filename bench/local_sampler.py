@@ -13,6 +13,10 @@
 3. Prefix reuse: one 10-turn conversation with the prefix cache on vs off; prefilled tokens.
 4. Logprob agreement: sampled logprobs vs a clean forward pass on the same tokens (max abs gap).
 
+The peer (and every other torch call of this script) runs on the backend's compute thread, as
+ours does, so the process has one OpenMP thread pool (a second one slows both sides: see
+``bench/compute_thread.py``).
+
 Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]``. The last line is
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> ratio_prefill_tokens_reuse_vs_none=<z>``
 (goals: x >= 3 and y >= 0.4 on 32 x 8 x 16).
@@ -50,6 +54,7 @@ import torch
 from tinker import types
 
 from backend import SMOLLM2, LocalSamplingClient, LocalServiceClient, load_tokenizer
+from backend.local._device import run as on_compute_thread
 from backend.local._weights import pristine_base
 
 SYSTEM = "You are a concise, helpful assistant."
@@ -165,8 +170,13 @@ def logprob_gap(sampler: LocalSamplingClient, model, work: Workload) -> float:
         prompt = work.first[c]
         params = types.SamplingParams(max_tokens=work.new_tokens, stop=[], seed=c)
         seq = sampler.sample(types.ModelInput.from_ints(prompt), 1, params).result().sequences[0]
-        with torch.inference_mode():
-            logits = model(input_ids=torch.tensor([prompt + seq.tokens])).logits[0].float()
+        tokens = torch.tensor([prompt + seq.tokens])
+
+        def forward(tokens: torch.Tensor = tokens) -> torch.Tensor:
+            with torch.inference_mode():
+                return model(input_ids=tokens).logits[0].float()
+
+        logits = on_compute_thread(forward)
         lp = torch.log_softmax(logits, -1)
         ref = [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(seq.tokens)]
         assert seq.logprobs is not None
@@ -203,21 +213,26 @@ def main() -> int:
         f"machine: {os.cpu_count()} CPUs, {args.threads} threads, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     tok = load_tokenizer()
-    model = pristine_base(SMOLLM2)
+    model = on_compute_thread(lambda: pristine_base(SMOLLM2))
     sampler = LocalServiceClient().create_sampling_client(base_model=SMOLLM2).result()
     work = Workload(tok, args.conversations, args.turns, args.tokens)
     warm = Workload(tok, min(8, args.conversations), 2, args.tokens)
     caches = [c for c in args.hf_caches.split(",") if c]
 
-    fwd = forward_throughput(model, 3)
+    fwd = on_compute_thread(lambda: forward_throughput(model, 3))
     print(f"forward: 4 x 256 tokens, {fwd:.1f} tok/s")
     for cache in caches:  # warm-up
-        run_hf(model, warm, cache)
+        on_compute_thread(lambda c=cache: run_hf(model, warm, c))
     run_ours(sampler, warm)
 
     runs: list[tuple[str, Callable[[], tuple[float, float]]]] = []
     for cache in caches:
-        runs.append((f"hf generate ({cache} cache)", lambda c=cache: run_hf(model, work, c)))
+        runs.append(
+            (
+                f"hf generate ({cache} cache)",
+                lambda c=cache: on_compute_thread(lambda: run_hf(model, work, c)),
+            )
+        )
         runs.append(("ours", lambda: run_ours(sampler, work)))
     results: dict[str, list[tuple[float, float]]] = {}
     for name, fn in runs:
@@ -236,7 +251,7 @@ def main() -> int:
             f"{name}: {work.conversations} x {work.turns} x {work.new_tokens} tokens in {wall:.1f} s ="
             f" {work.sampled_tokens / wall:.1f} tok/s, CPU {cpu:.1f} s{extra}"
         )
-    fwd = max(fwd, forward_throughput(model, 3))
+    fwd = max(fwd, on_compute_thread(lambda: forward_throughput(model, 3)))
     print(f"forward (best of both measurements): {fwd:.1f} tok/s")
     best = {name: min(w for w, _ in rs) for name, rs in results.items()}
     ours = best.pop("ours")

@@ -7,6 +7,9 @@ abs gap between sampler logprobs and training ``forward`` logprobs on the same t
 Also times the same batch as RL datums (``importance_sampling``, advantages zero on the first 70%
 of each sequence, like observation tokens) with float32 and with ``compute_dtype="bfloat16"``.
 
+The plain loop runs on the backend's compute thread, as ours does, so the process has one OpenMP
+thread pool (a second one slows both sides: see ``bench/compute_thread.py``).
+
 Run: ``nice .venv/bin/python bench/local_trainer.py [--quick]``. The last line is
 ``ratio_vs_plain_torch=<z>`` (goal >= 0.9).
 """
@@ -26,6 +29,7 @@ import torch
 from tinker import types
 
 from backend import SMOLLM2, LocalServiceClient, load_tokenizer
+from backend.local._device import run as on_compute_thread
 from backend.local._trainer import ATTN_MODULES, MLP_MODULES
 from backend.local._weights import fresh_base
 
@@ -88,7 +92,10 @@ def main() -> int:
     tokens = sum(len(s) - 1 for s in seqs)
     service = LocalServiceClient()
     trainer = service.create_lora_training_client(SMOLLM2, rank=rank, seed=0).result()
-    plain = plain_loop_fn(rank)
+    plain_step = on_compute_thread(lambda: plain_loop_fn(rank))
+
+    def plain(seqs: list[list[int]]) -> float:
+        return on_compute_thread(lambda: plain_step(seqs))
 
     ours_loss = trainer.forward_backward(data, "cross_entropy").result().metrics["loss:sum"]  # warm-up
     plain_loss = plain(seqs)
