@@ -18,7 +18,7 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
    adapter's initial weights all come from ``warm_start.seed`` (1000), not from ``seed``: every
    seed starts RL from the same weights, so the seeds differ in RL only.
 2. **RL**: importance-sampling policy gradient, LoRA rank 16, 8 words x 8 games per step at
-   temperature 1, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 6e-4 decaying linearly to 0 (``lr_schedule=linear``), each scaled by the
+   temperature 0.8, 24 tokens per turn, constant-reward groups skipped, 16 steps at lr 6e-4 decaying linearly to 0 (``lr_schedule=linear``), each scaled by the
    fraction of informative groups (``lr_scale_by_signal``), the compute dtype a quick probe finds faster on the machine
    (``local_compute_dtype=auto``).
    Held-out evaluation (64 distinct games, the same for every run and seed: the 61 held-out
