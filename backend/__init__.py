@@ -23,4 +23,8 @@ backend`` (or reading :data:`SMOLLM2`) loads no torch.
 
 import lazy_loader
 
+from backend import _openmp
+
+_openmp.configure()  # before torch loads GNU OpenMP: see backend/_openmp.py
+
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

@@ -3,21 +3,26 @@
 Why it matters: with PyTorch's GNU OpenMP, a second thread that runs parallel ops makes every
 thread's small ops ~10x slower (see the module's docstring). These tests pin where the work runs,
 that waiting on the compute thread from itself fails clearly instead of deadlocking, and that an
-idle sampling engine still releases its KV cache.
+idle sampling engine still releases its KV cache; and that importing :mod:`backend` shortens
+GNU OpenMP's spinning where it still can (``backend/_openmp.py``).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import CancelledError, Future
+from pathlib import Path
 from typing import Any
 
 import pytest
 from backend_fixtures import TINY, ce_datum, encode, make_service, prompt
 from tinker import types
 
-from backend import LocalBackendError
+from backend import LocalBackendError, _openmp
 from backend.local import _device
 from backend.local._futures import then
 from backend.local._sampler import SamplerEngine
@@ -124,3 +129,24 @@ def test_then_maps_results_and_carries_errors_and_cancellation() -> None:
     source.cancel()
     with pytest.raises(CancelledError):
         derived.result(timeout=1)
+
+
+def _spin_count_after(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}; import os; print(os.environ.get('GOMP_SPINCOUNT'))"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_importing_backend_shortens_openmp_spinning_unless_too_late_or_chosen() -> None:
+    assert _spin_count_after("import backend") == _openmp.SPIN_COUNT
+    assert _spin_count_after("import backend", GOMP_SPINCOUNT="5") == "5"
+    assert _spin_count_after("import backend", OMP_WAIT_POLICY="passive") == "None"
+    # torch already loaded libgomp, which read its settings then: setting it now would be a lie.
+    assert _spin_count_after("import torch; import backend") == "None"

@@ -11,6 +11,8 @@ before it sleeps, so every parallel op pays a futex wake-up: measured on a 2-cor
 ops ran ~10x slower (~70 us more each) on any thread once a second thread had run one parallel
 op. With the trainer, each sampling engine and client creation on threads of their own, the main
 job sampled ~2.2x and trained ~1.3x slower than with all of it on one thread (same numbers).
+With one pool the helpers spin long enough to catch the next op, which two processes on the same
+cores must not do against each other: :mod:`backend._openmp` shortens the spinning.
 """
 
 from __future__ import annotations

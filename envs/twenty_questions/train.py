@@ -53,13 +53,17 @@ guess that were questions). The warm start is the same for every seed (0.641 hel
 
 Every learning goal of the main job holds on each seed here (final >= 0.8, gain >= +0.2,
 questions >= 0.5 of the turns before the final guess), seed 0 by one game. ``make train`` from a
-fresh clone on the idle machine gave seed 0's figures exactly (the run above had shared the machine
-with another): ``done: steps 0..16 in 11.7 min`` (11:43 wall with the set-up, 755 CPU-s user + 127
-system, 7.9 GB peak RSS), over the 10-minute goal on this CPU (16 steps of 30-38 s; the AMD machine
-took 9.2 min with this sampler). Setting glibc's ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
-changed nothing (the 9 M page faults of 3 steps come from tensors above any threshold).
-``local_tokens_per_pass=2048`` trains ~20% faster here but sums in another order, so it is another
-draw, and a worse one: warm start 0.688, seeds 1 / 2 -> 0.734 / 0.813 (gains +0.047 / +0.125).
+fresh clone on the idle machine (2026-12-05, main at f794b32) gives seed 0's figures exactly:
+``done: steps 0..16 in 8.1 min`` (8:11 wall with the set-up, 918 CPU-s user + 36 system), within
+the 10-minute goal (steps of 17-32 s: 133 s sampling and 248 s training in all; the warm start's
+10 steps ~50 s). It took 11.7 min (755 CPU-s user + 127 system: the cores were idle a third of the
+time) before the local backend ran all its torch work on one thread (``backend.local._device``): the trainer, each sampling engine and client
+creation had threads of their own, GNU OpenMP kept a pool of helper threads for each, and with
+more pool threads than cores every parallel op paid a wake-up (sampling ~14 s a step, training ~19 s;
+``bench/compute_thread.py``: 2.04x and 1.33x). Same arithmetic, so the same figures. Setting glibc's
+``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` changed nothing. ``local_tokens_per_pass=2048``
+trains ~20% faster here but sums in another order, so it is another draw, and a worse one: warm
+start 0.688, seeds 1 / 2 -> 0.734 / 0.813 (gains +0.047 / +0.125).
 The goals hold on these numerics as one draw, not with margin. The same runs sampled at temperature 1
 (the previous default): 0.641 -> 0.813 / **0.922** (+0.281, questions 0.78) | -> **0.766**
 (+0.125; questions **0.43**) | -> 0.828 / **0.828** (+0.188, questions 0.76). Seed 1 drifted to one
