@@ -53,10 +53,11 @@ guess that were questions). The warm start is the same for every seed (0.641 hel
 
 Every learning goal of the main job holds on each seed here (final >= 0.8, gain >= +0.2,
 questions >= 0.5 of the turns before the final guess), seed 0 by one game. ``make train`` from a
-fresh clone on the idle machine (2026-12-05, main at f794b32) gives seed 0's figures exactly:
-``done: steps 0..16 in 8.1 min`` (8:11 wall with the set-up, 918 CPU-s user + 36 system), within
-the 10-minute goal (steps of 17-32 s: 133 s sampling and 248 s training in all; the warm start's
-10 steps ~50 s). It took 11.7 min (755 CPU-s user + 127 system: the cores were idle a third of the
+fresh clone on the idle machine (2026-12-05, main at 2778d68) gives seed 0's figures exactly:
+``done: steps 0..16 in 8.5 min`` (8:33 wall with the set-up, 853 CPU-s user + 46 system), within
+the 10-minute goal (steps of 17-34 s: 141 s sampling and 259 s training in all; the warm start's
+10 steps 51 s); 8.1 min at libgomp's default spinning (``backend/_openmp.py`` says why the backend
+shortens it). Seeds 1 and 2 rerun on that code gave their figures above again. It took 11.7 min (755 CPU-s user + 127 system: the cores were idle a third of the
 time) before the local backend ran all its torch work on one thread (``backend.local._device``): the trainer, each sampling engine and client
 creation had threads of their own, GNU OpenMP kept a pool of helper threads for each, and with
 more pool threads than cores every parallel op paid a wake-up (sampling ~14 s a step, training ~19 s;
