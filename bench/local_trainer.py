@@ -12,6 +12,12 @@ thread pool (a second one slows both sides: see ``bench/compute_thread.py``).
 
 Run: ``nice .venv/bin/python bench/local_trainer.py [--quick]``. The last line is
 ``ratio_vs_plain_torch=<z>`` (goal >= 0.9).
+
+Measured (Intel Xeon with AMX, 2 threads, idle, 2026-12-05, main at 6a091f5, both sides on the
+compute thread): 8 sequences, 1944 tokens, 2 passes; ours 297.2 tok/s, plain torch + peft 245.8
+tok/s (same loss, 2155.038); RL datums 323.0 tok/s in float32, 465.6 in bfloat16
+(``ratio_bfloat16_vs_float32_rl=1.44``); sampler vs forward logprob gap 1.12e-05:
+``ratio_vs_plain_torch=1.21``.
 """
 
 from __future__ import annotations
