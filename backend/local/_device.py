@@ -30,11 +30,6 @@ THREAD_NAME = "turngym-device"
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
 
 
-def executor() -> ThreadPoolExecutor:
-    """The executor whose single worker is the compute thread."""
-    return _executor
-
-
 def submit(fn: Callable[[], T]) -> Future[T]:
     """Queue ``fn`` on the compute thread (raises ``RuntimeError`` once the interpreter is
     shutting down)."""
@@ -46,7 +41,7 @@ def run(fn: Callable[[], T]) -> T:
 
     For torch work outside the backend that shares the process with it, such as a benchmark's
     peer: on the compute thread it adds no OpenMP pool."""
-    return fn() if on_device() else _executor.submit(fn).result()
+    return fn() if on_device() else submit(fn).result()
 
 
 def on_device() -> bool:

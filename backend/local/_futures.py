@@ -15,12 +15,12 @@ import asyncio
 import contextlib
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Generic, TypeVar
 
 from tinker.lib.public_interfaces.api_future import APIFuture
 
-from ._device import on_device
+from . import _device as device
 from ._errors import LocalBackendError
 
 T = TypeVar("T")
@@ -43,7 +43,7 @@ class LocalFuture(APIFuture[T], Generic[T]):
         Raises :class:`~._errors.LocalBackendError` when called, unfinished, from work running
         on the backend's compute thread (a custom loss function waiting on a sample, say): that
         thread would wait for itself."""
-        if not self._future.done() and on_device():
+        if not self._future.done() and device.on_device():
             raise LocalBackendError(
                 "waiting on an unfinished local future from the backend's compute thread would "
                 "deadlock (it runs the work being waited for)"
@@ -139,19 +139,19 @@ def then(future: Future[T], fn: Callable[[T], U]) -> Future[U]:
     return out
 
 
-def submit(executor: ThreadPoolExecutor, fn: Callable[[], T]) -> LocalFuture[T]:
-    """Run ``fn`` on ``executor`` and return a :class:`LocalFuture` of its result.
+def submit(fn: Callable[[], T]) -> LocalFuture[T]:
+    """Run ``fn`` on the compute thread and return a :class:`LocalFuture` of its result.
 
     The returned future stays *pending* (never "running") until ``fn`` finishes, so a caller
     can cancel it at any time; ``fn`` is then skipped if it has not started.
     """
     fut: Future[T] = Future()
-    executor.submit(resolve, fut, fn)
+    device.submit(lambda: resolve(fut, fn))
     return LocalFuture(fut)
 
 
-def submit_client(executor: ThreadPoolExecutor, fn: Callable[[], C]) -> ClientFuture[C]:
+def submit_client(fn: Callable[[], C]) -> ClientFuture[C]:
     """Like :func:`submit`, for client-creating work: returns a :class:`ClientFuture`."""
     fut: Future[C] = Future()
-    executor.submit(resolve, fut, fn)
+    device.submit(lambda: resolve(fut, fn))
     return ClientFuture(fut)

@@ -17,7 +17,6 @@ from tinker import types
 from backend.model import KNOWN_MODELS, load_tokenizer, register_tokenizers
 
 from . import _checkpoint as ckpt
-from . import _device as device
 from ._dtype import resolve_compute_dtype
 from ._errors import UnknownModelError, UnsupportedCallError
 from ._futures import ClientFuture, LocalFuture, submit, submit_client, then
@@ -176,7 +175,6 @@ class LocalTrainingClient(TinkerSurface):
     ):
         self._service = service
         self._core = core
-        self._executor = device.executor()
         self.model_id = f"local-{uuid.uuid4().hex[:12]}"
         self.user_metadata = dict(user_metadata or {})
         self._lock = threading.Lock()
@@ -190,9 +188,7 @@ class LocalTrainingClient(TinkerSurface):
     ) -> LocalFuture[types.ForwardBackwardOutput]:
         """Loss and per-token target logprobs of ``data`` without gradients."""
         self._core.prepare(data, loss_fn)  # validate eagerly: errors surface at the call
-        return submit(
-            self._executor, lambda: self._core.forward_backward(data, loss_fn, loss_fn_config, backward=False)
-        )
+        return submit(lambda: self._core.forward_backward(data, loss_fn, loss_fn_config, backward=False))
 
     def forward_backward(
         self,
@@ -202,9 +198,7 @@ class LocalTrainingClient(TinkerSurface):
     ) -> LocalFuture[types.ForwardBackwardOutput]:
         """Loss of ``data`` and its gradient (accumulated until :meth:`optim_step`)."""
         self._core.prepare(data, loss_fn)
-        return submit(
-            self._executor, lambda: self._core.forward_backward(data, loss_fn, loss_fn_config, backward=True)
-        )
+        return submit(lambda: self._core.forward_backward(data, loss_fn, loss_fn_config, backward=True))
 
     async def forward_async(
         self,
@@ -249,7 +243,7 @@ class LocalTrainingClient(TinkerSurface):
             raise ValueError(f"loss_type_input must be 'logprobs' or None, got {loss_type_input!r}")
         view = custom_loss_view(data)
         self._core.prepare(view, "cross_entropy")  # validate eagerly: errors surface at the call
-        return submit(self._executor, lambda: self._core.forward_backward_custom(data, loss_fn))
+        return submit(lambda: self._core.forward_backward_custom(data, loss_fn))
 
     async def forward_backward_custom_async(
         self,
@@ -270,7 +264,7 @@ class LocalTrainingClient(TinkerSurface):
         params = optim_params if optim_params is not None else adam_params
         if not isinstance(params, types.AdamParams):
             raise TypeError("Expected AdamParams")
-        return submit(self._executor, lambda: self._core.optim_step(params))
+        return submit(lambda: self._core.optim_step(params))
 
     async def optim_step_async(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
@@ -295,7 +289,6 @@ class LocalTrainingClient(TinkerSurface):
     ) -> LocalFuture[types.SaveWeightsResponse]:
         """Save adapter + optimizer state as ``local://<model_id>/weights/<name>``."""
         return submit(
-            self._executor,
             lambda: types.SaveWeightsResponse(path=self._save("weights", name, overwrite, user_metadata)),
         )
 
@@ -314,7 +307,6 @@ class LocalTrainingClient(TinkerSurface):
     ) -> LocalFuture[types.SaveWeightsForSamplerResponse]:
         """Save the adapter as ``local://<model_id>/sampler_weights/<name>`` for ``create_sampling_client``."""
         return submit(
-            self._executor,
             lambda: types.SaveWeightsForSamplerResponse(
                 path=self._save("sampler_weights", name, True, user_metadata)
             ),
@@ -336,14 +328,14 @@ class LocalTrainingClient(TinkerSurface):
     ) -> LocalFuture[types.LoadWeightsResponse]:
         """Load adapter weights from ``path`` (optimizer state is reset, as in Tinker)."""
         ckpt.resolve(path, self._service.root)  # fail at the call on a missing checkpoint
-        return submit(self._executor, lambda: self._load(path, False))
+        return submit(lambda: self._load(path, False))
 
     def load_state_with_optimizer(
         self, path: str, weights_access_token: str | None = None
     ) -> LocalFuture[types.LoadWeightsResponse]:
         """Load adapter weights and AdamW moments from ``path``."""
         ckpt.resolve(path, self._service.root)
-        return submit(self._executor, lambda: self._load(path, True))
+        return submit(lambda: self._load(path, True))
 
     async def load_state_async(
         self, path: str, weights_access_token: str | None = None
@@ -373,7 +365,7 @@ class LocalTrainingClient(TinkerSurface):
             adapter = core.adapter_state()
             return self._service._sampler_for_adapter(meta, adapter, None)
 
-        fut = submit(self._executor, make)
+        fut = submit(make)
         return ClientFuture(fut.future())
 
     async def save_weights_and_get_sampling_client_async(
@@ -510,7 +502,6 @@ class LocalServiceClient(TinkerSurface):
         """A LoRA training client on ``base_model`` (``train_unembed`` is ignored: the unembedding stays frozen)."""
         _check_model(base_model)
         return submit_client(
-            device.executor(),
             lambda: self._new_trainer(base_model, rank, seed, train_mlp, train_attn, user_metadata),
         )
 
@@ -581,9 +572,7 @@ class LocalServiceClient(TinkerSurface):
     ) -> ClientFuture[LocalTrainingClient]:
         """A training client initialised from the adapter saved at ``path`` (fresh optimizer)."""
         ckpt.resolve(path, self.root)
-        return submit_client(
-            device.executor(), lambda: self._from_state(path, base_model, False, user_metadata)
-        )
+        return submit_client(lambda: self._from_state(path, base_model, False, user_metadata))
 
     async def create_training_client_from_state_async(
         self,
@@ -605,9 +594,7 @@ class LocalServiceClient(TinkerSurface):
     ) -> ClientFuture[LocalTrainingClient]:
         """A training client with the adapter and AdamW state saved at ``path``."""
         ckpt.resolve(path, self.root)
-        return submit_client(
-            device.executor(), lambda: self._from_state(path, base_model, True, user_metadata)
-        )
+        return submit_client(lambda: self._from_state(path, base_model, True, user_metadata))
 
     async def create_training_client_from_state_with_optimizer_async(
         self,
@@ -635,10 +622,10 @@ class LocalServiceClient(TinkerSurface):
             raise ValueError("Either model_path or base_model must be provided")
         if model_path is not None:
             folder = ckpt.resolve(model_path, self.root)
-            return submit_client(device.executor(), lambda: self._sampler_from_folder(folder, model_path))
+            return submit_client(lambda: self._sampler_from_folder(folder, model_path))
         assert base_model is not None
         _check_model(base_model)
-        return submit_client(device.executor(), lambda: LocalSamplingClient(self._base_engine(base_model)))
+        return submit_client(lambda: LocalSamplingClient(self._base_engine(base_model)))
 
     async def create_sampling_client_async(
         self,
