@@ -427,6 +427,10 @@ class SamplerEngine:
                     self._waiting.append(self._queue.get(timeout=GATHER_QUIET_S))
                 except queue.Empty:
                     break
+        self._drain_queue()
+
+    def _drain_queue(self) -> None:
+        """Move every queued request to the waiting list, without waiting."""
         while True:
             try:
                 self._waiting.append(self._queue.get_nowait())
@@ -461,11 +465,7 @@ class SamplerEngine:
     def _fail_all(self, exc: BaseException) -> None:
         """Fail every request of the engine (running, waiting and queued)."""
         self._fail_batch(exc)
-        while True:
-            try:
-                self._waiting.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+        self._drain_queue()
         for req in self._waiting:
             safe_set_exception(req.future, exc)
         self._waiting = []
