@@ -2,18 +2,20 @@
 
 Why it matters: with PyTorch's GNU OpenMP, a second thread that runs parallel ops makes every
 thread's small ops ~10x slower (see the module's docstring). These tests pin where the work runs,
-that waiting on the compute thread from itself fails clearly instead of deadlocking, and that an
-idle sampling engine still releases its KV cache; and that importing :mod:`backend` shortens
-GNU OpenMP's spinning where it still can (``backend/_openmp.py``).
+that waiting on the compute thread from itself fails clearly instead of deadlocking, that an
+idle sampling engine still releases its KV cache and its timer never keeps it alive, and that
+importing :mod:`backend` shortens GNU OpenMP's spinning where it still can (``backend/_openmp.py``).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,33 @@ def test_an_idle_engine_releases_its_cache_and_serves_again(tmp_path) -> None:
     assert engine._cache.keys is None, "the idle engine kept its KV cache"
     again = sampler.sample(prompt("Count: one"), 1, params).result().sequences[0].tokens
     assert again == first
+
+
+def test_the_idle_timer_never_keeps_an_engine_alive(tmp_path) -> None:
+    """A dropped engine is freed at once, its idle timer still pending: the timer holds it weakly.
+
+    Were the timer's daemon thread to drop the last reference, the model's tensors would be freed
+    there, and at interpreter exit torch's deallocator on that thread aborts the process
+    ("terminate called without an active exception": seen at the end of the test suite)."""
+    service = make_service(tmp_path)
+    sampler = service.create_sampling_client(base_model=TINY).result()
+    engine = sampler.engine
+    engine._idle_exit_s = 60.0
+    params = types.SamplingParams(max_tokens=2, temperature=0.0, stop=[])
+    sampler.sample(prompt("Count: one"), 1, params).result(timeout=60)
+    deadline = time.monotonic() + 10
+    while engine._idle_timer is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    timer = engine._idle_timer
+    assert timer is not None, "the engine went idle without arming its timer"
+    ref = weakref.ref(engine)
+    del engine, sampler, service
+    gc.collect()
+    try:
+        assert timer.is_alive()
+        assert ref() is None, "the idle timer kept the engine (and its model) alive"
+    finally:
+        timer.cancel()
 
 
 def test_then_maps_results_and_carries_errors_and_cancellation() -> None:

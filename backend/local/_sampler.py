@@ -36,6 +36,7 @@ caller every time give seeds (the training loop seeds each request by its place 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import queue
@@ -43,6 +44,7 @@ import secrets
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -438,14 +440,20 @@ class SamplerEngine:
                 break
 
     def _arm_idle_release(self, delay: float) -> None:
-        """(Under the lock.) Release the KV cache once the engine has been idle ``idle_exit_s``."""
+        """(Under the lock.) Release the KV cache once the engine has been idle ``idle_exit_s``.
+
+        The timer holds the engine weakly and hands the check to the compute thread, so no timer
+        thread ever drops the engine's last reference: that would free the model's tensors on
+        the timer's daemon thread, and one caught inside torch's deallocator by interpreter exit
+        aborts the process ("terminate called without an active exception")."""
         if self._idle_timer is None:
-            timer = threading.Timer(delay, self._idle_timeout)
+            timer = threading.Timer(delay, _queue_idle_check, args=(weakref.ref(self),))
             timer.daemon = True
             self._idle_timer = timer
             timer.start()
 
-    def _idle_timeout(self) -> None:
+    def _idle_check(self) -> None:
+        """(On the compute thread.) Release the KV cache if still idle, or re-arm the timer."""
         with self._lock:
             self._idle_timer = None
             if self._scheduled:
@@ -454,13 +462,7 @@ class SamplerEngine:
             if left > 0:
                 self._arm_idle_release(left)
                 return
-        with contextlib.suppress(RuntimeError):  # shutting down: nothing to release
-            device.submit(self._release_if_idle)
-
-    def _release_if_idle(self) -> None:
-        with self._lock:
-            if not self._scheduled:
-                self._cache.release()
+            self._cache.release()
 
     def _fail_all(self, exc: BaseException) -> None:
         """Fail every request of the engine (running, waiting and queued)."""
@@ -738,6 +740,18 @@ def _generator(seed: int, index: int) -> torch.Generator:
     gen = torch.Generator()
     gen.manual_seed(mix_seed(seed, index) if index else seed & ((1 << 63) - 1))
     return gen
+
+
+def _queue_idle_check(ref: weakref.ref[SamplerEngine]) -> None:
+    """(On a timer thread.) Queue the engine's idle check on the compute thread."""
+    with contextlib.suppress(RuntimeError):  # shutting down: nothing to release
+        device.submit(functools.partial(_idle_check, ref))
+
+
+def _idle_check(ref: weakref.ref[SamplerEngine]) -> None:
+    engine = ref()
+    if engine is not None:
+        engine._idle_check()
 
 
 def wait_idle(engine: SamplerEngine, timeout: float = 10.0) -> bool:
