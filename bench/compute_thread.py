@@ -17,14 +17,21 @@ one run, alternating the two conditions:
 - ``two pools``: another thread has run one parallel op (a 512 x 512 product) and is still alive
   (as the trainer's or a sampler's thread was, before); it exits afterwards, which frees its pool.
 
-Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]``. The last line is
+Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]``. It imports the backend before
+torch, as the main job does, so libgomp spins as the backend ships (``GOMP_SPINCOUNT=10000``,
+``backend/_openmp.py``); ``GOMP_SPINCOUNT=300000`` in the environment gives libgomp's default. With
+more pool threads than cores libgomp spins 100 times either way. The last line is
 ``ratio_train_two_vs_one_pool=<x> ratio_sample_two_vs_one_pool=<y>`` (seconds with a second
 pool over seconds with one: how much slower the old layout was).
 
-Measured (Intel Xeon with AMX, 2 cores, bfloat16 as ``auto`` chose, idle, 2026-12-05): train
-14.50 s with one pool, 19.24 s with two; sample 2.96 s against 6.02 s (best of 3 rounds each):
-``ratio_train_two_vs_one_pool=1.33 ratio_sample_two_vs_one_pool=2.04``. ``make train`` went from
-11.7 to 8.4 min with the compute thread, with the same figures (the arithmetic is unchanged).
+Measured (Intel Xeon with AMX, 2 cores, bfloat16 as ``auto`` chose, idle, best of 3 rounds each):
+- as shipped (2026-12-05, session 13): train 16.28 s with one pool, 19.94 s with two; sample
+  2.97 s against 6.24 s: ``ratio_train_two_vs_one_pool=1.22 ratio_sample_two_vs_one_pool=2.11``;
+- libgomp's default spin, same hour: train 15.52 / 19.76 s, sample 2.95 / 6.39 s (1.27, 2.17);
+- an earlier run at the default spin (session 12, when torch was imported first here): train
+  14.50 / 19.24 s, sample 2.96 / 6.02 s (1.33, 2.04).
+``make train`` went from 11.7 to 8.4 min with the compute thread, with the same figures (the
+arithmetic is unchanged).
 """
 
 from __future__ import annotations
@@ -40,10 +47,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# backend before torch, as the main job imports it: it sets GOMP_SPINCOUNT (backend/_openmp.py).
+from backend import SMOLLM2, LocalServiceClient, LocalTrainingClient, load_tokenizer  # noqa: I001
 import torch
 from tinker import types
-
-from backend import SMOLLM2, LocalServiceClient, LocalTrainingClient, load_tokenizer
 
 
 class SecondPool:
@@ -121,6 +128,7 @@ def main() -> int:
     data = rl_batch()
     print(
         f"compute dtype {service.compute_dtype}, {torch.get_num_threads()} threads, "
+        f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
         f"{sum(d.model_input.length for d in data)} training tokens, 64 x 24 sampled tokens"
     )
     time_train(trainer, data)  # warm-up: first-call allocations, kernel selection
