@@ -1,12 +1,14 @@
 """Futures with the three access patterns of tinker's ``APIFuture``.
 
 ``fut.result()`` blocks the calling thread, ``await fut`` and ``await fut.result_async()`` suspend
-the calling coroutine. The work itself always runs on the compute thread (:mod:`._device`), so awaiting never blocks
-the event loop, and ``.result()`` called from inside a running loop only blocks that loop until
-the worker is done (it cannot deadlock: the worker never needs the loop).
+the calling coroutine. The work itself always runs on the compute thread (:mod:`._device`), so
+awaiting never blocks the event loop, and ``.result()`` called from inside a running loop only
+blocks that loop until the work is done (it cannot deadlock: the compute thread never needs the
+loop).
 
 Cancelling the awaiting task cancels the underlying :class:`concurrent.futures.Future`
-(``asyncio.wrap_future`` propagates it); workers check for that and drop the work.
+(``asyncio.wrap_future`` propagates it): work not yet started is skipped, and the sampling
+engine drops cancelled requests between rounds.
 """
 
 from __future__ import annotations
