@@ -77,9 +77,11 @@ questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x
         warm_start.episodes=0 learning_rate=1e-3 lr_schedule=constant temperature=1 \
         max_tokens=16 batch_size=4 max_steps=20 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). It shows the pipeline learns (held-out win 0.03-0.09 ->
-0.8-0.98 after 10 steps on every draw measured on the AMD machine); on the Intel machine with AMX
-one draw ended at 0.58 after 20 steps (NOTES.md): at lr 1e-3 the finish is a coin flip.
+(:data:`SMOKE_TEST` holds these keys). It shows the pipeline learns, not a stable finish: held-out
+win 0.03-0.09 -> 0.81-0.98 after 10 steps on three seeds on an AMD EPYC (NOTES.md); on the Intel
+Xeon with AMX, seed 0 from the fresh clone above, idle: 0.06 -> 0.48 after 10 steps -> 0.66
+after 20 (training rewards swinging between 0.14 and 0.91 over the last 6 steps; enumeration, no
+questions), ``done: steps 0..20 in 7.1 min``. At lr 1e-3 the finish is a coin flip.
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``, ``warm_start.episodes=0``...),
