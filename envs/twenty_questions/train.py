@@ -56,7 +56,9 @@ peak rate of 8e-4 instead of 6e-4 gave seed 3 0.891 but seed 0 only 0.797: not b
 start wins 0.641 with questions on 0.853 of those turns; after RL the held-out transcripts
 (``transcripts/eval_step0016.html``) show two questions that halve the words (8 -> 4 -> 2), then
 a guess, and the other word if that was wrong. Runs of the day before gave the same figures
-(seed 2 once excepted, below).
+(seed 2 once excepted, below). The
+machine's speed varies by the hour: ``make train`` (seed 0) from a fresh clone of a later commit,
+same figures, took 9.9 min (warm start 76 s against 51, steps 0-5 30-42 s against 20-25).
 
 Reproducibility: on one machine a seed's run gives the same samples, losses and held-out games
 (every sampling request is seeded by its place, ``rollout.current_sample_call``; oneDNN's AMX
