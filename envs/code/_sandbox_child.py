@@ -49,11 +49,13 @@ import struct
 import sys
 
 EXIT_SETUP = 125
-"""Runner exit status: the jail could not be built (the parent reports a sandbox error)."""
-EXIT_VIOLATION = 86
-"""Runner exit status: the audit hook stopped a forbidden operation."""
-EXIT_MEMORY = 87
-"""Runner exit status: an uncaught ``MemoryError`` (the address-space limit)."""
+"""Runner exit status when the jail could not be built (the parent reads the ``setup_error``
+report on the status pipe, never this number: the code's own exit status means nothing but itself)."""
+TRIPWIRE_NR = 1023
+"""A system call number no kernel uses: the seccomp filter kills the process on it
+(``SIGSYS``), so the audit hook ends a run in a way its supervisor observes from outside."""
+INSIDE_UID = 1000
+"""The user and group id the code has inside its user namespace (``userns`` mode)."""
 
 STATUS_FD = 3
 """The status pipe's descriptor (the parent names it in the config's ``status_fd``)."""
@@ -63,12 +65,18 @@ WORKDIR_IN_JAIL = "/sandbox"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_THREAD = 0x00010000
 CLONE_NAMESPACES = 0x7E020000  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+ST_FLAGS = ((1, MS_RDONLY), (2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME))
+ST_FLAGS += ((2048, MS_NODIRATIME), (4096, MS_RELATIME))
 MNT_DETACH = 2
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
 PR_SET_PDEATHSIG = 1
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
@@ -81,14 +89,25 @@ SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
 AF_UNIX = 1
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
 
-# syscall numbers: (x86_64, aarch64); aarch64 from asm-generic/unistd.h
+# syscall numbers: (x86_64, aarch64); aarch64 from asm-generic/unistd.h; -1: none there
 _ARCH = {"x86_64": 0, "aarch64": 1}
 _AUDIT_ARCH = (0xC000003E, 0xC00000B7)
 _NR: dict[str, tuple[int, int]] = {
     "socket": (41, 198),
+    "socketpair": (53, 199),
+    "connect": (42, 203),
+    "bind": (49, 200),
+    "listen": (50, 201),
+    "accept": (43, 202),
+    "accept4": (288, 242),
+    "sendto": (44, 206),
+    "sendmsg": (46, 211),
+    "sendmmsg": (307, 269),
     "clone": (56, 220),
     "clone3": (435, 435),
     "fork": (57, -1),
@@ -96,6 +115,12 @@ _NR: dict[str, tuple[int, int]] = {
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440),
+    "process_mrelease": (448, 448),
+    "kcmp": (312, 272),
+    "move_pages": (279, 239),
+    "migrate_pages": (256, 238),
+    "get_robust_list": (274, 100),
     "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
@@ -124,6 +149,21 @@ _NR: dict[str, tuple[int, int]] = {
     "kexec_load": (246, 104),
     "open_by_handle_at": (304, 265),
     "name_to_handle_at": (303, 264),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "shmctl": (31, 195),
+    "shmdt": (67, 197),
+    "semget": (64, 190),
+    "semop": (65, 193),
+    "semctl": (66, 191),
+    "semtimedop": (220, 192),
+    "msgget": (68, 186),
+    "msgsnd": (69, 189),
+    "msgrcv": (70, 188),
+    "msgctl": (71, 187),
+    "mq_open": (240, 180),
     "kill": (62, 129),
     "tkill": (200, 130),
     "tgkill": (234, 131),
@@ -134,54 +174,79 @@ _NR: dict[str, tuple[int, int]] = {
     "pidfd_getfd": (438, 438),
     "setsid": (112, 157),
     "setpgid": (109, 154),
+    "getpgid": (121, 155),
+    "getsid": (124, 156),
+    "prlimit64": (302, 261),
+    "setpriority": (141, 140),
+    "getpriority": (140, 141),
+    "sched_setparam": (142, 118),
+    "sched_getparam": (143, 121),
+    "sched_setscheduler": (144, 119),
+    "sched_getscheduler": (145, 120),
+    "sched_rr_get_interval": (148, 127),
+    "sched_setaffinity": (203, 122),
+    "sched_getaffinity": (204, 123),
+    "sched_setattr": (314, 274),
+    "sched_getattr": (315, 275),
+    "ioprio_set": (251, 30),
+    "ioprio_get": (252, 31),
+    "chmod": (90, -1),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "chown": (92, -1),
+    "fchown": (93, 55),
+    "lchown": (94, -1),
+    "fchownat": (260, 54),
+    "utime": (132, -1),
+    "utimes": (235, -1),
+    "futimesat": (261, -1),
+    "utimensat": (280, 88),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "setxattrat": (463, 463),
+    "removexattrat": (466, 466),
+    "getxattr": (191, 8),
+    "lgetxattr": (192, 9),
+    "listxattr": (194, 11),
+    "llistxattr": (195, 12),
+    "getxattrat": (464, 464),
+    "listxattrat": (465, 465),
 }
-_DENY_ALWAYS = [
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "unshare",
-    "setns",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "open_tree",
-    "move_mount",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "kexec_load",
-    "open_by_handle_at",
-    "name_to_handle_at",
-]
-_DENY_SINGLE_PROCESS = [
-    "fork",
-    "vfork",
-    "setsid",
-    "setpgid",
-    "kill",
-    "tkill",
-    "tgkill",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
-    "pidfd_open",
-    "pidfd_send_signal",
-    "pidfd_getfd",
-]
+_DENY_ALWAYS = (
+    # kernel attack surface and privileged operations
+    "io_uring_setup io_uring_enter io_uring_register bpf perf_event_open userfaultfd keyctl add_key "
+    "request_key unshare setns mount umount2 pivot_root chroot open_tree move_mount fsopen fsconfig "
+    "fsmount fspick mount_setattr init_module finit_module delete_module kexec_load open_by_handle_at "
+    "name_to_handle_at "
+    # other processes' memory, state and descriptors
+    "ptrace process_vm_readv process_vm_writev process_madvise process_mrelease kcmp move_pages "
+    "migrate_pages get_robust_list pidfd_open pidfd_send_signal pidfd_getfd "
+    # memory that is not address space (bounded by no rlimit): memory-backed files, System V IPC
+    "memfd_create memfd_secret shmget shmat shmctl shmdt semget semop semctl semtimedop msgget msgsnd "
+    "msgrcv msgctl mq_open"
+).split()
+_DENY_SINGLE_PROCESS = "fork vfork setsid setpgid tkill".split()
+"""``landlock`` mode: no new process, no new session or group, no signal by thread id."""
+_DENY_METADATA = (
+    "chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat utime utimes futimesat utimensat "
+    "setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr setxattrat removexattrat"
+).split()
+"""``landlock`` mode: metadata changes (Landlock has no right for them; seccomp cannot see paths)."""
+_NO_XATTR_READ = "getxattr lgetxattr listxattr llistxattr getxattrat listxattrat".split()
+"""``landlock`` mode: extended attributes read by path answer ``EOPNOTSUPP`` (as on a file system
+without them, which ``shutil.copy2`` accepts)."""
+_DENY_SOCKET_CALLS = "socket connect bind listen accept accept4 sendmsg sendmmsg".split()
+"""``landlock`` mode: no socket but an ``AF_UNIX`` pair, which cannot be pointed anywhere else."""
+_PID_ARG0 = (
+    "prlimit64 getpgid getsid sched_setparam sched_getparam sched_setscheduler sched_getscheduler "
+    "sched_rr_get_interval sched_setaffinity sched_getaffinity sched_setattr sched_getattr"
+).split()
+"""``landlock`` mode: calls whose first argument is a process id: 0 or the runner's own only."""
 
 # Landlock (linux/landlock.h)
 LL_CREATE_RULESET, LL_ADD_RULE, LL_RESTRICT_SELF = 444, 445, 446
@@ -235,8 +300,10 @@ def main() -> None:
             _, libc = _libc()
             flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
             _check(libc.unshare(flags), "unshare")
-    except SetupError as e:
-        _status({"setup_error": str(e)})
+        elif mode == "userns":
+            _enter_user_namespace()
+    except (SetupError, OSError) as e:
+        _status({"setup_error": f"{type(e).__name__}: {e}"})
         os._exit(0)
     alive_r, alive_w = os.pipe()
     pid = os.fork()
@@ -247,6 +314,22 @@ def main() -> None:
     report = _supervise(pid, float(cfg["backstop_s"]))
     _status(report)
     os._exit(0)
+
+
+def _enter_user_namespace() -> None:
+    """New user, mount, PID, network, IPC and UTS namespaces for a user without root: this user's
+    id (and group) appear as :data:`INSIDE_UID` inside; nothing else is mapped."""
+    _, libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    _check(libc.unshare(flags), "unshare")
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{INSIDE_UID} {uid} 1"),
+        ("gid_map", f"{INSIDE_UID} {gid} 1"),
+    ):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
 def _status(obj: dict) -> None:
@@ -290,21 +373,24 @@ def _supervise(pid: int, backstop_s: float) -> dict:
 # --- the runner ----------------------------------------------------------------------------------
 def _runner(cfg: dict, code: bytes, alive_r: int) -> None:
     try:
-        workdir = _confine(cfg, alive_r)
+        workdir, tripwire = _confine(cfg, alive_r)
     except BaseException as e:
         _status({"setup_error": f"{type(e).__name__}: {e}"})
         os._exit(EXIT_SETUP)
-    _status({"ready": True})
+    _status({"ready": True})  # the last word the supervisor takes from this process
     os.close(STATUS_FD)
-    _run_code(code, workdir, cfg)
+    _run_code(code, workdir, cfg, tripwire)
 
 
-def _confine(cfg: dict, alive_r: int) -> str:
+def _confine(cfg: dict, alive_r: int) -> tuple[str, object]:
     mode = cfg["mode"]
     workdir = cfg["workdir"]
     uid, gid = cfg.get("uid"), cfg.get("gid")
-    if mode == "namespaces":
-        _jail(cfg)
+    if mode in ("namespaces", "userns", "landlock"):
+        # a session and process group of its own: kill(0) and killpg reach no process outside the run
+        os.setsid()
+    if mode in ("namespaces", "userns"):
+        _jail(cfg, userns=mode == "userns")
         workdir = WORKDIR_IN_JAIL
     _rlimits(cfg, mode)
     os.chdir(workdir)
@@ -318,7 +404,7 @@ def _confine(cfg: dict, alive_r: int) -> str:
             raise SetupError("could not switch to the sandbox user")
     else:
         _drop_capabilities()
-    _, libc = _libc()
+    ctypes, libc = _libc()
     # the parent-death signal is reset by credential changes: set it after the last one, then
     # make sure the supervisor did not die before it was set
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
@@ -333,7 +419,7 @@ def _confine(cfg: dict, alive_r: int) -> str:
     if mode == "landlock":
         _landlock(cfg["read_paths"], workdir)
     if cfg.get("seccomp", True):
-        _seccomp(single_process=mode == "landlock", allow_unix=mode == "namespaces")
+        _seccomp(mode)
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
@@ -343,10 +429,22 @@ def _confine(cfg: dict, alive_r: int) -> str:
     }
     os.environ.clear()
     os.environ.update(env)
-    return workdir
+    tripwire = libc.syscall
+    tripwire.argtypes = [ctypes.c_long]
+    return workdir, tripwire
 
 
-def _jail(cfg: dict) -> None:
+def _mount_flags(path: str) -> int:
+    """The flags of the mount holding ``path`` that a bind of it must keep (in a user namespace
+    the kernel refuses a remount that would clear a locked one)."""
+    try:
+        f_flag = os.statvfs(path).f_flag
+    except OSError:
+        return 0
+    return sum(ms for st, ms in ST_FLAGS if f_flag & st)
+
+
+def _jail(cfg: dict, *, userns: bool) -> None:
     """Mount namespace: a fresh tmpfs root with read-only binds, pivoted into."""
     ctypes, libc = _libc()
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -357,8 +455,16 @@ def _jail(cfg: dict) -> None:
         enc = lambda s: None if s is None else s.encode()  # noqa: E731
         _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
+    def read_only_below(target: str) -> None:
+        # submounts of a recursive bind: read-only, no set-user-id, no devices (Linux >= 5.12)
+        attr = struct.pack("=QQQQ", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0)
+        buf = ctypes.create_string_buffer(attr, len(attr))
+        nr = _NR["mount_setattr"][_ARCH.get(os.uname().machine, 0)]
+        libc.syscall(nr, -100, target.encode(), AT_RECURSIVE, buf, len(attr))
+
     root = cfg["workdir"]
-    uid, gid = cfg["uid"], cfg["gid"]
+    uid, gid = (INSIDE_UID, INSIDE_UID) if userns else (cfg["uid"], cfg["gid"])
+    bind = MS_BIND | (MS_REC if userns else 0)  # a user namespace may not bind a part of a locked tree
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=512,mode=755")
     for path in cfg["read_paths"]:
@@ -374,14 +480,17 @@ def _jail(cfg: dict) -> None:
             os.makedirs(target, exist_ok=True)
         else:
             open(target, "a").close()
-        mount(path, target, None, MS_BIND)
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        mount(path, target, None, bind)
+        keep = _mount_flags(path)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
+        if userns:
+            read_only_below(target)
     os.makedirs(root + "/dev", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         target = f"{root}/dev/{dev}"
         open(target, "a").close()
         mount(f"/dev/{dev}", target, None, MS_BIND)
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_NOSUID)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_NOSUID | _mount_flags(f"/dev/{dev}"))
     sandbox = root + WORKDIR_IN_JAIL
     os.mkdir(sandbox)
     options = f"size={int(cfg['disk_mb'])}m,nr_inodes={int(cfg['inodes'])},mode=700,uid={uid},gid={gid}"
@@ -420,6 +529,9 @@ def _rlimits(cfg: dict, mode: str) -> None:
         # counts every task of the (real) user: in namespaces mode that user is the sandbox's own;
         # in landlock mode seccomp refuses new processes instead
         cap(resource.RLIMIT_NPROC, int(cfg["max_processes"]))
+    elif mode == "userns":
+        # counted per user namespace: the run's tasks and its supervisor (also in it)
+        cap(resource.RLIMIT_NPROC, int(cfg["max_processes"]) + 1)
 
 
 def _drop_capabilities() -> None:
@@ -434,10 +546,9 @@ def _drop_capabilities() -> None:
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()
     _check(libc.capset(header, data), "capset")
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith((b"CapEff:", b"CapPrm:")) and int(line.split()[1], 16):
-                raise SetupError("capabilities remain after dropping them")
+    _check(libc.capget(header, data), "capget")
+    if any(data):
+        raise SetupError("capabilities remain after dropping them")
 
 
 def _landlock(read_paths: list[str], workdir: str) -> None:
@@ -482,64 +593,142 @@ def _landlock(read_paths: list[str], workdir: str) -> None:
     os.close(ruleset)
 
 
-def _seccomp(*, single_process: bool, allow_unix: bool) -> None:
+class _Bpf:
+    """A tiny classic-BPF assembler with labels (jump offsets are resolved at the end)."""
+
+    LD_ABS, JEQ, JSET, JGE, JA, RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
+
+    def __init__(self) -> None:
+        self.insns: list[tuple[int, object, object, int]] = []
+        self.labels: dict[str, int] = {}
+        self._n = 0
+
+    def new(self) -> str:
+        self._n += 1
+        return f"L{self._n}"
+
+    def at(self, label: str) -> None:
+        self.labels[label] = len(self.insns)
+
+    def op(self, code: int, k: int = 0, jt: object = 0, jf: object = 0) -> None:
+        self.insns.append((code, jt, jf, k & 0xFFFFFFFF))
+
+    def ret(self, value: int) -> None:
+        self.op(self.RET, value)
+
+    def load_arg(self, i: int, high: bool = False) -> None:
+        self.op(self.LD_ABS, 16 + 8 * i + (4 if high else 0))  # little-endian seccomp_data.args[i]
+
+    def assemble(self) -> bytes:
+        out = []
+        for i, (code, jt, jf, k) in enumerate(self.insns):
+            offsets = []
+            for jump in (jt, jf):
+                if isinstance(jump, str):
+                    jump = self.labels[jump] - i - 1
+                    if not 0 <= jump < 256:
+                        raise SetupError("seccomp jump out of range")
+                offsets.append(int(jump))  # type: ignore[call-overload]
+            out.append(struct.pack("=HBBI", code, offsets[0], offsets[1], k))
+        return b"".join(out)
+
+
+def _seccomp(mode: str) -> None:
+    """Install the filter of ``mode`` (see the module docstring); the runner's own pid is built in."""
     machine = os.uname().machine
     if machine not in _ARCH:
         raise SetupError(f"no seccomp filter for {machine}")
     arch = _ARCH[machine]
-    deny = {_NR[name][arch] for name in _DENY_ALWAYS}
-    if single_process:
-        deny |= {_NR[name][arch] for name in _DENY_SINGLE_PROCESS}
-    deny.discard(-1)
-    ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    # (code, jt, jf, k) with jt/jf as labels resolved below
-    prog: list[tuple[int, object, object, int]] = [
-        (ld_abs, 0, 0, 4),  # arch
-        (jeq, 0, "kill", _AUDIT_ARCH[arch]),
-        (ld_abs, 0, 0, 0),  # syscall number
-    ]
+    single = mode == "landlock"
+    me = os.getpid()
+    deny_errno = SECCOMP_RET_ERRNO | EPERM
+
+    def nr(name: str) -> int:
+        return _NR[name][arch]
+
+    bpf = _Bpf()
+    bpf.op(_Bpf.LD_ABS, 4)  # arch
+    bpf.op(_Bpf.JEQ, _AUDIT_ARCH[arch], 1, 0)
+    bpf.ret(SECCOMP_RET_KILL_PROCESS)
+    bpf.op(_Bpf.LD_ABS, 0)  # syscall number
     if machine == "x86_64":
-        prog.append((jge, "deny", 0, 0x40000000))  # the x32 ABI
-    prog.append((jeq, "socket", 0, _NR["socket"][arch]))
-    prog.append((jeq, "clone", 0, _NR["clone"][arch]))
-    prog.append((jeq, "enosys", 0, _NR["clone3"][arch]))  # glibc falls back to clone, which is checked
-    for nr in sorted(deny):
-        prog.append((jeq, "deny", 0, nr))
-    labels: dict[str, int] = {}
-    prog.append((0x05, 0, 0, 0))  # ja: jump to "allow" (patched below)
-    tail = [
-        ("socket", (ld_abs, 0, 0, 16)),  # args[0] (low half): the address family
-        (None, (jeq, "allow" if allow_unix else "deny", "deny", AF_UNIX)),
-        ("clone", (ld_abs, 0, 0, 16)),  # args[0] (low half): the clone flags
-        (None, (jset, "deny", 0, CLONE_NAMESPACES)),
-        (None, (jset, "allow", "deny" if single_process else "allow", CLONE_THREAD)),
-        ("allow", (ret, 0, 0, SECCOMP_RET_ALLOW)),
-        ("deny", (ret, 0, 0, SECCOMP_RET_ERRNO | EPERM)),
-        ("enosys", (ret, 0, 0, SECCOMP_RET_ERRNO | ENOSYS)),
-        ("kill", (ret, 0, 0, SECCOMP_RET_KILL_PROCESS)),
-    ]
-    for label, insn in tail:
-        if label:
-            labels[label] = len(prog)
-        prog.append(insn)
-    jump_at = labels["socket"] - 1
-    prog[jump_at] = (0x05, 0, 0, labels["allow"] - jump_at - 1)  # BPF_JMP|BPF_JA: k is the offset
+        bpf.op(_Bpf.JGE, 0x40000000, 0, 1)  # the x32 ABI
+        bpf.ret(deny_errno)
 
-    def target(at: int, jump: object) -> int:
-        if isinstance(jump, str):
-            offset = labels[jump] - at - 1
-            if not 0 <= offset < 256:
-                raise SetupError("seccomp jump out of range")
-            return offset
-        return int(jump)  # type: ignore[call-overload]
+    def rule(name_or_nr: str | int, body) -> None:  # body runs with the syscall matched; must return
+        number = name_or_nr if isinstance(name_or_nr, int) else nr(name_or_nr)
+        if number < 0:
+            return
+        skip = bpf.new()
+        bpf.op(_Bpf.JEQ, number, 0, skip)
+        body()
+        bpf.at(skip)
 
-    raw = b"".join(
-        struct.pack("=HBBI", code, target(i, jt), target(i, jf), k)
-        for i, (code, jt, jf, k) in enumerate(prog)
-    )
+    def returns(value: int):
+        return lambda: bpf.ret(value)
+
+    def arg_in(i: int, values: tuple[int, ...], then: object, otherwise: object) -> None:
+        bpf.load_arg(i)
+        for v in values[:-1]:
+            bpf.op(_Bpf.JEQ, v, then, 0)
+        bpf.op(_Bpf.JEQ, values[-1], then, otherwise)
+
+    def chain(*checks: tuple[int, tuple[int, ...], bool]) -> None:
+        """Allow when every (argument, values, wanted) check holds (wanted: the argument is one of
+        the values, else none of them); refuse with EPERM otherwise."""
+        deny = bpf.new()
+        for i, values, wanted in checks:
+            ok = bpf.new()
+            if wanted:
+                arg_in(i, values, ok, deny)
+            else:
+                arg_in(i, values, deny, ok)
+            bpf.at(ok)
+        bpf.ret(SECCOMP_RET_ALLOW)
+        bpf.at(deny)
+        bpf.ret(deny_errno)
+
+    rule(TRIPWIRE_NR, returns(SECCOMP_RET_KILL_PROCESS))
+    rule("clone3", returns(SECCOMP_RET_ERRNO | ENOSYS))  # glibc falls back to clone, checked below
+
+    def clone() -> None:
+        allow, deny = bpf.new(), bpf.new()
+        bpf.load_arg(0)
+        bpf.op(_Bpf.JSET, CLONE_NAMESPACES, deny, 0)
+        bpf.op(_Bpf.JSET, CLONE_THREAD, allow, deny if single else allow)
+        bpf.at(allow)
+        bpf.ret(SECCOMP_RET_ALLOW)
+        bpf.at(deny)
+        bpf.ret(deny_errno)
+
+    rule("clone", clone)
+    for name in _DENY_ALWAYS:
+        rule(name, returns(deny_errno))
+    if single:
+        for name in _DENY_SINGLE_PROCESS + _DENY_METADATA + _DENY_SOCKET_CALLS:
+            rule(name, returns(deny_errno))
+        for name in _NO_XATTR_READ:
+            rule(name, returns(SECCOMP_RET_ERRNO | EOPNOTSUPP))
+        rule("socketpair", lambda: chain((0, (AF_UNIX,), True)))
+        rule("sendto", lambda: chain((4, (0,), True), (5, (0,), True)))  # no address: the peer only
+        for name in _PID_ARG0:
+            rule(name, lambda: chain((0, (0, me), True)))
+        for name in ("setpriority", "getpriority"):
+            rule(name, lambda: chain((0, (PRIO_PROCESS,), True), (1, (0, me), True)))
+        for name in ("ioprio_set", "ioprio_get"):
+            rule(name, lambda: chain((0, (IOPRIO_WHO_PROCESS,), True), (1, (0, me), True)))
+        # signals: to this process only, and never the SIGSYS that reads as a sandbox stop
+        rule("kill", lambda: chain((0, (me,), True), (1, (signal.SIGSYS,), False)))
+        rule("tgkill", lambda: chain((0, (me,), True), (2, (signal.SIGSYS,), False)))
+        rule("rt_sigqueueinfo", lambda: chain((0, (me,), True), (1, (signal.SIGSYS,), False)))
+        rule("rt_tgsigqueueinfo", lambda: chain((0, (me,), True), (2, (signal.SIGSYS,), False)))
+    else:
+        rule("socket", lambda: chain((0, (AF_UNIX,), True)))
+    bpf.ret(SECCOMP_RET_ALLOW)
+    raw = bpf.assemble()
     ctypes, libc = _libc()
     filters = ctypes.create_string_buffer(raw, len(raw))
-    fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(filters))
+    fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(filters))
     fprog_buf = ctypes.create_string_buffer(fprog, len(fprog))
     _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buf, 0, 0), "seccomp")
 
@@ -587,11 +776,14 @@ _PATH_EVENTS = frozenset(
 )
 
 
-def _install_audit_hook(workdir: str, read_roots: list[str], allow_processes: bool) -> None:
-    """Stop the run (exit :data:`EXIT_VIOLATION`) on opening a file outside the working folder
-    (reading the Python directories is allowed), on sockets, ctypes, signals to others, and on
-    new processes when the sandbox allows none. A second line of defence behind the kernel's."""
+def _install_audit_hook(workdir: str, read_roots: list[str], allow_processes: bool, tripwire: object) -> None:
+    """Stop the run on opening a file outside the working folder (reading the Python directories
+    is allowed), on sockets, ctypes, signals to others, and on new processes when the sandbox
+    allows none. A second line of defence behind the kernel's, which the code can switch off:
+    the run's status never depends on it. It stops the run through the seccomp filter's tripwire
+    (``SIGSYS``, seen by the supervisor), else by ``SIGSYS`` to itself, else exit status 1."""
     realpath, fsdecode, write, exit_ = os.path.realpath, os.fsdecode, os.write, os._exit
+    kill, getpid, set_signal = os.kill, os.getpid, signal.signal
     inside_work = os.path.realpath(workdir).rstrip("/") + "/"
     roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in read_roots)
     devices = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"})
@@ -603,7 +795,12 @@ def _install_audit_hook(workdir: str, read_roots: list[str], allow_processes: bo
         try:
             write(2, f"\nsandbox: blocked {what[:200]}\n".encode("utf-8", "replace"))
         finally:
-            exit_(EXIT_VIOLATION)
+            try:
+                tripwire(TRIPWIRE_NR)  # type: ignore[operator]
+                set_signal(signal.SIGSYS, signal.SIG_DFL)
+                kill(getpid(), signal.SIGSYS)
+            finally:
+                exit_(1)
 
     def allowed(path: object, writing: bool) -> bool:
         if isinstance(path, int) or path is None:
@@ -642,7 +839,7 @@ def _install_audit_hook(workdir: str, read_roots: list[str], allow_processes: bo
 
 
 # --- running the code ----------------------------------------------------------------------------
-def _run_code(code: bytes, workdir: str, cfg: dict) -> None:
+def _run_code(code: bytes, workdir: str, cfg: dict, tripwire: object) -> None:
     import builtins
     import linecache
     import traceback
@@ -654,20 +851,20 @@ def _run_code(code: bytes, workdir: str, cfg: dict) -> None:
     for name in [m for m in sys.modules if m.partition(".")[0] in _BLOCKED_IMPORTS]:
         del sys.modules[name]
     if cfg.get("audit_hook", True):
-        allow_processes = cfg["mode"] == "namespaces" and int(cfg["max_processes"]) > 1
-        _install_audit_hook(workdir, cfg["read_paths"], allow_processes)
+        allow_processes = cfg["mode"] in ("namespaces", "userns") and int(cfg["max_processes"]) > 1
+        _install_audit_hook(workdir, cfg["read_paths"], allow_processes, tripwire)
+    del tripwire
     status = 0
     try:
         exec(compile(source, "<code>", "exec"), namespace)
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
-            status = e.code or 0
+            # as the shell reads it, except that no value but 0 may end as status 0 (256 would)
+            status = int(e.code or 0)
+            status = status if 0 <= status <= 255 else 1
         else:
             print(e.code, file=sys.stderr)
             status = 1
-    except MemoryError as e:
-        traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
-        status = EXIT_MEMORY
     except BaseException as e:
         tb = e.__traceback__.tb_next if e.__traceback__ and not isinstance(e, SyntaxError) else None
         traceback.print_exception(type(e), e, tb)
@@ -677,7 +874,7 @@ def _run_code(code: bytes, workdir: str, cfg: dict) -> None:
         sys.stderr.flush()
     except BaseException:
         pass
-    os._exit(status & 0xFF if status >= 0 else 1)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -39,13 +39,14 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 from enum import StrEnum
@@ -66,11 +67,11 @@ __all__ = [
     "SandboxLimits",
     "SandboxStats",
     "SandboxUnavailable",
+    "SandboxWarning",
     "sandbox_for",
 ]
 
 _CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
-_EXIT_SETUP, _EXIT_VIOLATION, _EXIT_MEMORY = 125, 86, 87
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _UID_BASE = 0x60000000
 """First user id of the unprivileged ids the ``namespaces`` mode runs code as (one per run)."""
@@ -78,37 +79,98 @@ _UID_COUNT = 4096
 
 
 class Isolation(StrEnum):
-    """How a :class:`Sandbox` confines the code."""
+    """How a :class:`Sandbox` confines the code (:attr:`guarantees` and :attr:`limitations` say
+    what each mode holds and what it does not)."""
 
     AUTO = "auto"
-    """The strongest mode that works here: ``namespaces``, else ``landlock``; never ``rlimits``."""
+    """The strongest mode that works here: ``namespaces`` (root), else ``userns``, else
+    ``landlock`` (with a warning, once per process); never ``rlimits``."""
     NAMESPACES = "namespaces"
     """Mount/PID/network/IPC/UTS namespaces, an own unprivileged user id, seccomp (needs root)."""
+    USERNS = "userns"
+    """The same namespaces inside a user namespace of the caller's own (no root needed, where the
+    kernel allows unprivileged user namespaces), every capability dropped, seccomp."""
     LANDLOCK = "landlock"
-    """Landlock file-system and TCP rules, seccomp (no sockets, no new processes), no capabilities."""
+    """Landlock file-system and TCP rules, seccomp (no sockets, no new processes, no action on
+    another process, no metadata change), no capabilities: the fallback without namespaces."""
     RLIMITS = "rlimits"
     """Resource limits and the audit hook only: not a security boundary."""
+
+    @property
+    def guarantees(self) -> str:
+        """What the mode holds, in one paragraph."""
+        return _GUARANTEES[self]
+
+    @property
+    def limitations(self) -> str:
+        """What the mode does not hold, in one paragraph."""
+        return _LIMITATIONS[self]
+
+
+_NAMESPACE_GUARANTEES = (
+    "the code sees only a read-only system and Python, five device nodes and its own tmpfs of disk_mb; "
+    "no process outside its run (its own PID namespace, every process dies with it), no network "
+    "(only a loopback that is down), its own System V IPC, no /proc, no capability; seccomp refuses "
+    "namespace, mount, tracing, io_uring, bpf, keyring, memory-backed-file and System V IPC calls; "
+    "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs"
+)
+_GUARANTEES: dict[Isolation, str] = {
+    Isolation.AUTO: "see the mode it resolves to",
+    Isolation.NAMESPACES: _NAMESPACE_GUARANTEES + "; runs as a user id of its own (one per concurrent run)",
+    Isolation.USERNS: _NAMESPACE_GUARANTEES
+    + "; inside a user namespace where only the caller's user id is mapped, with no capability",
+    Isolation.LANDLOCK: (
+        "files: reads only the system and Python folders, reads and writes only its working folder "
+        "(Landlock); no socket but a unix socket pair, no new process, signals and process-control "
+        "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no tracing, "
+        "no change of any file's mode, owner, times or extended attributes, no System V IPC, no "
+        "memory-backed files, no capability (seccomp); memory at most memory_mb of address space"
+    ),
+    Isolation.RLIMITS: "resource limits (time, address space, file size, open files) only",
+}
+_LIMITATIONS: dict[Isolation, str] = {
+    Isolation.AUTO: "see the mode it resolves to",
+    Isolation.NAMESPACES: "shares the host kernel (a kernel bug is an escape); needs root",
+    Isolation.USERNS: (
+        "shares the host kernel, and unprivileged user namespaces widen the kernel surface it reaches "
+        "(a kernel bug is an escape); runs as the caller's user id as seen from outside"
+    ),
+    Isolation.LANDLOCK: (
+        "runs as the caller's user id in the host's namespaces: it can stat any path whose folders "
+        "it may search (existence, size, mode, owner, times) and so learn which process ids exist "
+        "(stat of /proc/<pid>), seccomp cannot see paths and Landlock has no right for it; the "
+        "working folder is on the host's disk, bounded per file (file_mb) but not in total; it may "
+        "not chmod or utime even its own files; shares the host kernel"
+    ),
+    Isolation.RLIMITS: "not a security boundary: the code can read, write and reach what the caller can",
+}
 
 
 class RunStatus(StrEnum):
     """How a run ended."""
 
     OK = "ok"
-    """Exit status 0."""
+    """The runner exited with status 0 after the sandbox was set up (the code's own word: a
+    program may exit 0 whatever it did, as any program may)."""
     ERROR = "error"
-    """Another exit status (an exception, ``sys.exit(n)``, a file-size limit)."""
+    """Another exit status (an exception, ``MemoryError`` included, ``sys.exit(n)``, a file-size
+    limit). The exit status is only reported: no value maps to another status."""
     TIMEOUT = "timeout"
     """The wall-clock or CPU limit ran out; the process was killed."""
     MEMORY = "memory"
-    """An uncaught ``MemoryError`` (the address-space limit)."""
+    """Reserved for a memory kill the supervisor observes; not produced: an uncaught
+    ``MemoryError`` is the code's own exit (``ERROR``), which the code could also fake."""
     OUTPUT_LIMIT = "output_limit"
     """More output than ``output_bytes``; the process was killed."""
     VIOLATION = "violation"
-    """The audit hook stopped a forbidden operation (a file outside the folder, a socket...)."""
+    """Killed by ``SIGSYS``: the seccomp filter stopped the run (its tripwire, which the audit
+    hook pulls on a forbidden operation, or a call from the wrong architecture); in ``landlock``
+    mode the code cannot send itself ``SIGSYS``."""
     KILLED = "killed"
-    """Killed by a signal (a crash, or the seccomp filter's wrong-architecture guard)."""
+    """Killed by another signal (a crash...)."""
     SANDBOX_ERROR = "sandbox_error"
-    """The sandbox itself failed (could not start or build the jail): not the code's fault."""
+    """The sandbox itself failed (could not start, or build the jail before the code ran, as its
+    own report said on a pipe the code never holds): not the code's fault."""
 
 
 @chz.chz
@@ -260,12 +322,50 @@ def _static_problem(mode: Isolation) -> str | None:
     """Why ``mode`` cannot work here, known without starting a process (None: try it)."""
     if not sys.platform.startswith("linux"):
         return f"needs Linux, not {sys.platform}"
+    if mode is Isolation.USERNS:
+        return _userns_problem()
     if mode is Isolation.NAMESPACES:
         if os.geteuid() != 0:
             return "needs root (mount and network namespaces, a user id per run)"
         if not _uid_range_mapped(_UID_BASE, _UID_COUNT):
             return f"user ids {_UID_BASE}..{_UID_BASE + _UID_COUNT - 1} are not mapped in this user namespace"
     return None
+
+
+def _userns_problem() -> str | None:
+    """Why unprivileged user namespaces are off here, from the kernel's settings (None: try)."""
+    settings = (
+        ("/proc/sys/user/max_user_namespaces", "0", "user.max_user_namespaces is 0"),
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0", "kernel.unprivileged_userns_clone is 0"),
+    )
+    for path, off, why in settings:
+        try:
+            with open(path) as f:
+                if f.read().strip() == off:
+                    return why
+        except OSError:
+            continue
+    return None
+
+
+_warned = threading.Event()
+
+
+def _warn_weaker_mode(reasons: str) -> None:
+    """Once per process: ``auto`` fell back to ``landlock``, which holds less than namespaces."""
+    if _warned.is_set():
+        return
+    _warned.set()
+    warnings.warn(
+        f"the code sandbox runs in landlock mode, the fallback without namespaces ({reasons}); it does "
+        f"not hold: {Isolation.LANDLOCK.limitations}",
+        SandboxWarning,
+        stacklevel=3,
+    )
+
+
+class SandboxWarning(UserWarning):
+    """The sandbox runs in a weaker mode than it could elsewhere (see :class:`Isolation`)."""
 
 
 # --- user ids ------------------------------------------------------------------------------------
@@ -351,11 +451,15 @@ class Sandbox:
         if self._mode is not None:
             return self._mode
         wanted = self.config.isolation
-        candidates = [Isolation.NAMESPACES, Isolation.LANDLOCK] if wanted is Isolation.AUTO else [wanted]
+        candidates = [wanted]
+        if wanted is Isolation.AUTO:
+            candidates = [Isolation.NAMESPACES, Isolation.USERNS, Isolation.LANDLOCK]
         reasons: list[str] = []
         for mode in candidates:
             problem = await self._probe(mode)
             if problem is None:
+                if wanted is Isolation.AUTO and mode is Isolation.LANDLOCK:
+                    _warn_weaker_mode("; ".join(reasons))
                 self._mode = mode
                 return mode
             reasons.append(f"{mode}: {problem}")
@@ -471,6 +575,7 @@ class _Run:
         self.output = bytearray()
         self.killed_for: RunStatus | None = None
         self.lingering = False
+        self.cleanup_problem: str | None = None
 
     @property
     def uid(self) -> int | None:
@@ -532,7 +637,7 @@ class _Run:
 
     def _remove(self) -> None:
         if self.workdir is not None:
-            _remove(self.workdir)
+            self.cleanup_problem = remove_folder(self.workdir)
         self._release()
 
     def _release(self) -> None:
@@ -638,16 +743,22 @@ class _Run:
         }
 
         def result(status: RunStatus, detail: str) -> RunResult:
+            if self.cleanup_problem:
+                detail = f"{detail}; clean-up: {self.cleanup_problem}"
             return RunResult(status, text, detail, truncated=truncated, **common)
 
         if self.killed_for is RunStatus.OUTPUT_LIMIT:
             return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
         if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
+        # every other status is the supervisor's observation: what its setup reported before the
+        # code ran (on a pipe closed before it), and how the runner ended (wait4), never text
         if setup is not None:
             return result(RunStatus.SANDBOX_ERROR, f"the sandbox could not start: {setup}")
         if not final:
             return result(RunStatus.SANDBOX_ERROR, "the sandbox ended without a report")
+        if not any(r.get("ready") for r in reports):
+            return result(RunStatus.SANDBOX_ERROR, "the sandbox ended before the code ran")
         if sig is not None:
             cpu_out = common["cpu_s"] >= 0.9 * limits.timeout_s
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_out):
@@ -656,25 +767,19 @@ class _Run:
                 )
             if sig == signal.SIGXFSZ:
                 return result(RunStatus.ERROR, f"file size limit of {limits.file_mb} MB exceeded (killed)")
-            return result(RunStatus.KILLED, f"killed by signal {signal.Signals(sig).name}")
+            if sig == signal.SIGSYS:
+                return result(RunStatus.VIOLATION, "stopped by the sandbox: a forbidden operation")
+            return result(RunStatus.KILLED, f"killed by signal {_signal_name(sig)}")
         if exit_code == 0:
             return result(RunStatus.OK, "exit status 0")
-        if exit_code == _EXIT_VIOLATION:
-            return result(
-                RunStatus.VIOLATION, "stopped by the sandbox: " + _last_line(text, "sandbox: blocked")
-            )
-        if exit_code == _EXIT_MEMORY:
-            return result(RunStatus.MEMORY, f"memory limit of {limits.memory_mb} MB exceeded (MemoryError)")
-        if exit_code == _EXIT_SETUP:
-            return result(RunStatus.SANDBOX_ERROR, "the sandbox could not start")
         return result(RunStatus.ERROR, f"exit status {exit_code}")
 
 
-def _last_line(text: str, prefix: str) -> str:
-    for line in reversed(text.splitlines()):
-        if line.startswith(prefix):
-            return line[len("sandbox: ") :]
-    return "a forbidden operation"
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
 
 
 def _read_status(fd: int) -> list[dict[str, Any]]:
@@ -715,26 +820,143 @@ def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
         return None
 
 
-def _remove(folder: str) -> None:
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_folder(folder: str) -> str | None:
+    """Remove ``folder`` and everything in it, whatever the code left there; None when it is gone,
+    else one line saying what stayed and why.
+
+    It cannot be steered out of the folder: every step is relative to a descriptor of a folder
+    already opened without following links (``O_NOFOLLOW``), links are removed and never followed,
+    a folder's mode is changed (to ``u+rwx``, so that it can be listed and emptied) only through a
+    descriptor of that very folder, and going back up checks that the parent is the one it came
+    from. No recursion and one open folder at a time: any depth, any file kind and mode.
+    """
+    parent, name = os.path.split(os.path.abspath(folder))
     try:
-        os.rmdir(folder)  # namespaces mode: the folder only served as a mount point, it is empty
+        top = os.open(parent, _DIR_FLAGS)
+    except OSError as e:
+        return f"could not open {parent}: {e.strerror}"
+    try:
+        return _remove_below(top, name, folder)
+    finally:
+        os.close(top)
+
+
+def _open_dir(parent_fd: int, name: str) -> int:
+    """Open the folder ``name`` of ``parent_fd``, making it ``u+rwx`` first when it is not (it
+    must be a folder, not a link: checked on a descriptor of the entry itself)."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except PermissionError:
+        path_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        try:
+            if not stat.S_ISDIR(os.fstat(path_fd).st_mode):
+                raise NotADirectoryError(name) from None
+            try:
+                os.chmod(f"/proc/self/fd/{path_fd}", 0o700)  # this inode, through its descriptor
+            except FileNotFoundError:  # no /proc: the kernel's own no-follow chmod (glibc >= 2.32)
+                os.chmod(name, 0o700, dir_fd=parent_fd, follow_symlinks=False)
+        finally:
+            os.close(path_fd)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    st = os.fstat(fd)
+    if st.st_mode & 0o700 != 0o700:
+        os.chmod(fd, 0o700)  # to list it and remove its entries
+    return fd
+
+
+def _remove_below(top: int, name: str, folder: str) -> str | None:
+    try:
+        st = os.stat(name, dir_fd=top, follow_symlinks=False)
     except FileNotFoundError:
-        return
-    except OSError:
-        _rmtree(folder)
-
-
-def _rmtree(folder: str) -> None:
-    def fix(func: Any, path: str, _exc: Any) -> None:  # a folder the code made unreadable
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-        with contextlib.suppress(OSError):
-            func(path)
-
-    shutil.rmtree(folder, onerror=fix)
-    if os.path.exists(folder):
-        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    except OSError as e:
+        return f"could not remove {folder}: {e.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        try:
+            os.unlink(name, dir_fd=top)
+            return None
+        except OSError as e:
+            return f"could not remove {folder}: {e.strerror}"
+    # a stack of the folders entered: (name in its parent, (device, inode) of the parent)
+    path: list[tuple[str, tuple[int, int]]] = []
+    top_st = os.fstat(top)
+    try:
+        fd = _open_dir(top, name)
+    except OSError as e:
+        return f"could not remove {folder}: {e.strerror}"
+    path.append((name, (top_st.st_dev, top_st.st_ino)))
+    problems: list[str] = []
+    skip: set[tuple[int, int]] = set()  # folders that could not be emptied: not entered again
+    try:
+        while True:
+            here = os.fstat(fd)
+            descended = False
+            with os.scandir(fd) as entries:
+                listed = list(entries)
+            for entry in listed:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        child = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+                        if (child.st_dev, child.st_ino) in skip:
+                            continue
+                        sub = _open_dir(fd, entry.name)
+                        os.close(fd)
+                        fd = sub
+                        path.append((entry.name, (here.st_dev, here.st_ino)))
+                        descended = True
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+                except OSError as e:
+                    if len(problems) < 3:
+                        problems.append(f"{entry.name!r}: {e.strerror}")
+                    if entry.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            child = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+                            skip.add((child.st_dev, child.st_ino))
+            if descended:
+                continue
+            # this folder is as empty as it gets: go up, check the parent, remove it
+            entry_name, parent_id = path.pop()
+            if not path:
+                os.close(fd)
+                fd = -1
+                try:
+                    os.rmdir(entry_name, dir_fd=top)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    problems.append(f"the folder itself: {e.strerror}")
+                break
+            up = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            up_st = os.fstat(fd)
+            if (up_st.st_dev, up_st.st_ino) != parent_id:
+                problems.append("a folder was moved during the clean-up; stopped")
+                break
+            try:
+                os.rmdir(entry_name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    child = os.stat(entry_name, dir_fd=fd, follow_symlinks=False)
+                    skip.add((child.st_dev, child.st_ino))
+                if len(problems) < 3:
+                    problems.append(f"{entry_name!r}: {e.strerror}")
+    except OSError as e:
+        problems.append(f"{getattr(e, 'filename', None) or ''} {e.strerror}".strip())
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if not problems and not os.path.lexists(folder):
+        return None
+    return f"could not remove {folder}: " + "; ".join(problems or ["it is still there"])
 
 
 _shared: dict[SandboxConfig, Sandbox] = {}
