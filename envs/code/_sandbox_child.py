@@ -71,7 +71,14 @@ CLONE_NEWNET = 0x40000000
 CLONE_THREAD = 0x00010000
 CLONE_NAMESPACES = 0x7E020000  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = (
+    1024,
+    2048,
+    4096,
+    16384,
+    1 << 18,
+    1 << 21,
+)
 ST_FLAGS = ((1, MS_RDONLY), (2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME))
 ST_FLAGS += ((2048, MS_NODIRATIME), (4096, MS_RELATIME))
 MNT_DETACH = 2
@@ -217,35 +224,107 @@ _NR: dict[str, tuple[int, int]] = {
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
 }
-_DENY_ALWAYS = (
-    # kernel attack surface and privileged operations
-    "io_uring_setup io_uring_enter io_uring_register bpf perf_event_open userfaultfd keyctl add_key "
-    "request_key unshare setns mount umount2 pivot_root chroot open_tree move_mount fsopen fsconfig "
-    "fsmount fspick mount_setattr init_module finit_module delete_module kexec_load open_by_handle_at "
-    "name_to_handle_at "
-    # other processes' memory, state and descriptors
-    "ptrace process_vm_readv process_vm_writev process_madvise process_mrelease kcmp move_pages "
-    "migrate_pages get_robust_list pidfd_open pidfd_send_signal pidfd_getfd "
-    # memory that is not address space (bounded by no rlimit): memory-backed files, System V IPC
-    "memfd_create memfd_secret shmget shmat shmctl shmdt semget semop semctl semtimedop msgget msgsnd "
-    "msgrcv msgctl mq_open"
-).split()
-_DENY_SINGLE_PROCESS = "fork vfork setsid setpgid tkill".split()
+_DENY_ALWAYS = [
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    "move_pages",
+    "migrate_pages",
+    "get_robust_list",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "shmdt",
+    "semget",
+    "semop",
+    "semctl",
+    "semtimedop",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "mq_open",
+]
+_DENY_SINGLE_PROCESS = ["fork", "vfork", "setsid", "setpgid", "tkill"]
 """``landlock`` mode: no new process, no new session or group, no signal by thread id."""
-_DENY_METADATA = (
-    "chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat utime utimes futimesat utimensat "
-    "setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr setxattrat removexattrat"
-).split()
+_DENY_METADATA = [
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+]
 """``landlock`` mode: metadata changes (Landlock has no right for them; seccomp cannot see paths)."""
-_NO_XATTR_READ = "getxattr lgetxattr listxattr llistxattr getxattrat listxattrat".split()
+_NO_XATTR_READ = ["getxattr", "lgetxattr", "listxattr", "llistxattr", "getxattrat", "listxattrat"]
 """``landlock`` mode: extended attributes read by path answer ``EOPNOTSUPP`` (as on a file system
 without them, which ``shutil.copy2`` accepts)."""
-_DENY_SOCKET_CALLS = "socket connect bind listen accept accept4 sendmsg sendmmsg".split()
+_DENY_SOCKET_CALLS = ["socket", "connect", "bind", "listen", "accept", "accept4", "sendmsg", "sendmmsg"]
 """``landlock`` mode: no socket but an ``AF_UNIX`` pair, which cannot be pointed anywhere else."""
-_PID_ARG0 = (
-    "prlimit64 getpgid getsid sched_setparam sched_getparam sched_setscheduler sched_getscheduler "
-    "sched_rr_get_interval sched_setaffinity sched_getaffinity sched_setattr sched_getattr"
-).split()
+_PID_ARG0 = [
+    "prlimit64",
+    "getpgid",
+    "getsid",
+    "sched_setparam",
+    "sched_getparam",
+    "sched_setscheduler",
+    "sched_getscheduler",
+    "sched_rr_get_interval",
+    "sched_setaffinity",
+    "sched_getaffinity",
+    "sched_setattr",
+    "sched_getattr",
+]
 """``landlock`` mode: calls whose first argument is a process id: 0 or the runner's own only."""
 
 # Landlock (linux/landlock.h)

@@ -17,10 +17,14 @@ The bench (``bench/fuzz_envs.py``) and the tests use the same attempts.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import resource
+import secrets
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +35,14 @@ from anyio.abc import Listener, SocketAttribute, SocketStream, UDPSocket
 
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox
 
-__all__ = ["ESCAPE_ATTEMPTS", "EscapeAttempt", "EscapeOutcome", "leftover_processes", "run_escape_attempts"]
+__all__ = [
+    "ESCAPE_ATTEMPTS",
+    "EscapeAttempt",
+    "EscapeOutcome",
+    "harness_state",
+    "leftover_processes",
+    "run_escape_attempts",
+]
 
 MARKER = "ESCAPED"
 
@@ -48,9 +59,21 @@ class EscapeAttempt:
     must_fail: bool = True
     """The run must end as a failed tool call (False: a clean exit is fine, e.g. a daemon
     whose parent exits 0; only its effect counts)."""
-    modes: tuple[Isolation, ...] = (Isolation.NAMESPACES, Isolation.LANDLOCK, Isolation.RLIMITS)
+    modes: tuple[Isolation, ...] = (
+        Isolation.NAMESPACES,
+        Isolation.USERNS,
+        Isolation.LANDLOCK,
+        Isolation.RLIMITS,
+    )
     """The isolation modes that claim to stop it."""
+    gaps: tuple[Isolation, ...] = ()
+    """Modes known not to stop it (their documented limitations): run too, reported apart."""
+    status: RunStatus | None = None
+    """The status the run must end with (forged statuses: the code's exit must not choose it)."""
 
+
+_STRONG = (Isolation.NAMESPACES, Isolation.USERNS, Isolation.LANDLOCK)
+_LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
 
 ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
     EscapeAttempt("read_etc_passwd", 'data = open("/etc/passwd").read()\nprint("ESCAPED", len(data))'),
@@ -94,26 +117,24 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         "ctypes_user_namespace",
         'import ctypes\nlibc = ctypes.CDLL(None)\nassert libc.unshare(0x10000000) == 0, "unshare refused"\n'
         'print("ESCAPED")',
-        modes=(Isolation.NAMESPACES, Isolation.LANDLOCK),
+        modes=_STRONG,
     ),
     EscapeAttempt(
         "privileged_chown",
         'import os\nopen("f", "w").close()\nos.chown("f", 12345, 12345)\nprint("ESCAPED")',
     ),
-    EscapeAttempt(
-        "fork_bomb", "import os\nwhile True:\n    os.fork()", modes=(Isolation.NAMESPACES, Isolation.LANDLOCK)
-    ),
+    EscapeAttempt("fork_bomb", "import os\nwhile True:\n    os.fork()", modes=_STRONG),
     EscapeAttempt(
         "fork_bomb_resilient",
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
-        modes=(Isolation.NAMESPACES, Isolation.LANDLOCK),
+        modes=_STRONG,
     ),
     EscapeAttempt(
         "daemon",
         "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n"
         "    os._exit(0)\nprint('parent exits')",
         must_fail=False,
-        modes=(Isolation.NAMESPACES, Isolation.LANDLOCK),
+        modes=_STRONG,
     ),
     EscapeAttempt(
         "thread_bomb",
@@ -129,11 +150,198 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
     EscapeAttempt("print_100mb", 'import sys\nfor _ in range(100):\n    sys.stdout.write("x" * (1 << 20))'),
     EscapeAttempt("stderr_100mb", 'import sys\nfor _ in range(100):\n    sys.stderr.write("y" * (1 << 20))'),
     EscapeAttempt("big_file", 'open("big", "wb").write(b"x" * (256 << 20))\nprint("ESCAPED")'),
+    # --- processes outside the run: the harness (``{pid}``) and the run's own supervisor
+    EscapeAttempt(
+        "prlimit_harness",
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.prlimit({pid}, resource.RLIMIT_NOFILE, (64, hard))\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "prlimit_supervisor_cpu",
+        "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_CPU, (0, 0))",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "kill_supervisor",
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "kill_process_group", "import os, signal\nos.kill(0, signal.SIGKILL)", must_fail=False, modes=_STRONG
+    ),
+    EscapeAttempt(
+        "setpriority_harness",
+        "import os\nos.setpriority(os.PRIO_PROCESS, {pid}, 19)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "setpriority_user",
+        "import os\nos.setpriority(os.PRIO_USER, os.getuid(), 19)",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "setpriority_group", "import os\nos.setpriority(os.PRIO_PGRP, 0, 19)", must_fail=False, modes=_STRONG
+    ),
+    EscapeAttempt(
+        "affinity_harness",
+        "import os\nos.sched_setaffinity({pid}, {{min(os.sched_getaffinity(0))}})\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "scheduler_harness",
+        "import os\nos.sched_setscheduler({pid}, os.SCHED_IDLE, os.sched_param(0))\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "ioprio_harness",
+        _LIBC
+        + "assert libc.syscall(251, 1, {pid}, (3 << 13) | 7) == 0, ctypes.get_errno()\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    # --- metadata of files outside the folder (``{secret}``)
+    EscapeAttempt("chmod_outside", "import os\nos.chmod({secret!r}, 0o777)\nprint('ESCAPED')", modes=_STRONG),
+    EscapeAttempt(
+        "utime_outside", "import os\nos.utime({secret!r}, (0, 0))\nprint('ESCAPED')", modes=_STRONG
+    ),
+    EscapeAttempt(
+        "setxattr_outside",
+        "import os\nos.setxattr({secret!r}, 'user.turngym', b'x')\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "stat_outside",
+        "import os\nprint('inode', os.stat({secret!r}).st_ino)",
+        must_fail=False,
+        modes=(Isolation.NAMESPACES, Isolation.USERNS),
+        gaps=(Isolation.LANDLOCK,),
+    ),
+    # --- System V IPC and host sockets
+    EscapeAttempt(
+        "sysv_shm_read",
+        _LIBC + "libc.shmat.restype = ctypes.c_void_p\nshm = libc.shmget({shm_key}, 0, 0)\n"
+        "assert shm >= 0, ctypes.get_errno()\naddr = libc.shmat(shm, None, 0o10000)\n"
+        "assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()\n"
+        "print('secret', ctypes.string_at(addr, 32).split(b'\\0')[0].decode())",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "sysv_shm_left_behind",
+        _LIBC + "assert libc.shmget({leave_key}, 4096, 0o1666) >= 0, ctypes.get_errno()",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "unix_datagram_socketpair",
+        "import socket\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "a.sendto(b'hello', {unix_path!r})\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "unix_datagram_socket",
+        "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\ns.sendto(b'hello', {unix_path!r})\n"
+        "print('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "unix_datagram_ctypes",
+        _LIBC + "fds = (ctypes.c_int * 2)()\nassert libc.socketpair(1, 2, 0, fds) == 0, ctypes.get_errno()\n"
+        "path = {unix_path!r}.encode()\naddr = (1).to_bytes(2, 'little') + path + bytes(108 - len(path))\n"
+        "assert libc.sendto(fds[0], b'hello', 5, 0, addr, len(addr)) == 5, ctypes.get_errno()\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    # --- memory that is not address space (judged by the host's shared memory during the run)
+    EscapeAttempt(
+        "memfd_memory",
+        "import os\nfd = os.memfd_create('m')\nchunk = b'x' * (64 << 20)\nfor _ in range(40):\n"
+        "    os.write(fd, chunk)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "sysv_shm_memory",
+        _LIBC + "libc.shmat.restype = ctypes.c_void_p\nfor _ in range(10):\n"
+        "    shm = libc.shmget(0, 256 << 20, 0o1600)\n    assert shm >= 0, ctypes.get_errno()\n"
+        "    addr = libc.shmat(shm, None, 0)\n    ctypes.memset(addr, 1, 256 << 20)\n    libc.shmdt(ctypes.c_void_p(addr))\n"
+        "print('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "dev_shm_memory",
+        "chunk = b'x' * (64 << 20)\nwith open('/dev/shm/turngym-escape', 'wb') as f:\n    for _ in range(40):\n"
+        "        f.write(chunk)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    # --- forged statuses: the code's exit must read as an error, whatever its value or text
+    *(
+        EscapeAttempt(
+            f"exit_{n}",
+            f"import os\nprint('sandbox: blocked nothing')\nos._exit({n})",
+            status=RunStatus.ERROR,
+        )
+        for n in (86, 87, 125)
+    ),
+    EscapeAttempt("system_exit_256", "raise SystemExit(256)", status=RunStatus.ERROR),
+    EscapeAttempt("system_exit_minus_256", "raise SystemExit(-256)", status=RunStatus.ERROR),
+    EscapeAttempt(
+        "signal_self_sigsys",
+        "import signal\nsignal.raise_signal(signal.SIGSYS)",
+        modes=(Isolation.LANDLOCK,),
+        status=RunStatus.ERROR,
+    ),
+    # --- the clean-up: traps in the working folder (judged: folder gone, secret unchanged)
+    EscapeAttempt(
+        "cleanup_link_in_read_only_folder",
+        "import os\nos.mkdir('ro')\nos.symlink({secret!r}, 'ro/link')\nos.symlink('/', 'ro/root')\n"
+        "os.chmod('ro', 0o500)",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "cleanup_deep_tree",
+        "import os\nfd = os.open('.', os.O_RDONLY)\nfor _ in range(1200):\n    os.mkdir('d', dir_fd=fd)\n"
+        "    fd2 = os.open('d', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n    fd = fd2\nos.symlink({secret!r}, 'l', dir_fd=fd)\n"
+        "raise SystemExit('deep tree built')",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "cleanup_mode_000_folders",
+        "import os\nos.makedirs('a/b/c')\nopen('a/b/c/f', 'w').close()\nos.symlink({secret!r}, 'a/b/link')\n"
+        "os.mkfifo('a/fifo')\nos.mkdir('z', 0)\nfor p in ('a/b/c', 'a/b', 'a'):\n    try:\n        os.chmod(p, 0)\n"
+        "    except OSError:\n        pass\nraise SystemExit('traps set')",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    # --- process discovery (the harness's pid is not given: finding it is the escape)
+    EscapeAttempt(
+        "discover_by_listing_proc",
+        "import os\nprint('pids', ' '.join(p for p in os.listdir('/proc') if p.isdigit()))",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "discover_by_priority_probe",
+        "import os\nfound = []\nfor n in range(1, 1 << 17):\n    try:\n        os.getpriority(os.PRIO_PROCESS, n)\n"
+        "        found.append(str(n))\n    except OSError:\n        pass\nprint('pids', ' '.join(found[:3000]))",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "discover_by_stat_probe",
+        "import os\nfound = []\nfor n in range(1, 1 << 17):\n    if os.path.exists(f'/proc/{{n}}'):\n"
+        "        found.append(str(n))\nprint('pids', ' '.join(found[:3000]))",
+        must_fail=False,
+        modes=(Isolation.NAMESPACES, Isolation.USERNS),
+        gaps=(Isolation.LANDLOCK,),
+    ),
     EscapeAttempt(
         "fill_disk",
         'for i in range(1000):\n    with open(f"f{{i}}", "wb") as f:\n        f.write(b"x" * (1 << 20))\n'
         'print("ESCAPED")',
-        modes=(Isolation.NAMESPACES,),  # the only mode with a disk quota (a tmpfs of disk_mb)
+        modes=(Isolation.NAMESPACES, Isolation.USERNS),  # the modes with a disk quota (a tmpfs)
     ),
 )
 """Every attempt (see the module docstring)."""
@@ -153,6 +361,9 @@ class EscapeOutcome:
     """The run ended as a failed tool call (or the attempt need not fail)."""
     evidence: list[str] = field(default_factory=list)
     """What was observed (empty when nothing escaped)."""
+    known_gap: bool = False
+    """The mode is known not to stop this attempt (:attr:`EscapeAttempt.gaps`): not counted as
+    an escape of the mode's claims, reported apart."""
 
     @property
     def held(self) -> bool:
@@ -183,14 +394,116 @@ def leftover_processes(result: RunResult) -> list[int]:
     return found
 
 
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    libc.shmdt.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+_IOPRIO_GET, _IOPRIO_SET = (252, 251) if os.uname().machine == "x86_64" else (31, 30)
+_IPC_RMID = 0
+
+
+def harness_state(pid: int | None = None) -> dict[str, object]:
+    """What a run must not change in the harness's process (its main thread): every resource
+    limit, its nice value, CPU affinity, scheduling policy and I/O priority."""
+    pid = os.getpid() if pid is None else pid
+    state: dict[str, object] = {
+        name: resource.prlimit(pid, getattr(resource, name))
+        for name in dir(resource)
+        if name.startswith("RLIMIT_") and not name.endswith("_INFINITY")
+    }
+    state["nice"] = os.getpriority(os.PRIO_PROCESS, pid)
+    state["affinity"] = sorted(os.sched_getaffinity(pid))
+    state["scheduler"] = os.sched_getscheduler(pid)
+    state["ioprio"] = _libc().syscall(_IOPRIO_GET, 1, pid)
+    return state
+
+
+def _restore_harness(pid: int, want: dict[str, object], now: dict[str, object]) -> None:
+    """Best effort: put back what a run changed (an unprivileged harness cannot undo everything)."""
+    for name, value in want.items():
+        if now.get(name) == value:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if name.startswith("RLIMIT_"):
+                resource.prlimit(pid, getattr(resource, name), value)  # type: ignore[arg-type]
+            elif name == "nice":
+                os.setpriority(os.PRIO_PROCESS, pid, int(value))  # type: ignore[call-overload]
+            elif name == "affinity":
+                os.sched_setaffinity(pid, value)  # type: ignore[arg-type]
+            elif name == "scheduler":
+                os.sched_setscheduler(pid, int(value), os.sched_param(0))  # type: ignore[call-overload]
+            elif name == "ioprio":
+                _libc().syscall(_IOPRIO_SET, 1, pid, int(value))  # type: ignore[call-overload]
+
+
+def _file_state(path: Path) -> tuple[int, int, list[str]]:
+    st = os.stat(path)
+    try:
+        xattrs = sorted(os.listxattr(path))
+    except OSError:
+        xattrs = []
+    return st.st_mode, st.st_mtime_ns, xattrs
+
+
+def _host_shm_keys() -> set[int]:
+    """Keys of the System V shared memory segments of this IPC namespace."""
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            next(f)
+            return {int(line.split()[0]) for line in f if line.strip()}
+    except (OSError, StopIteration, ValueError):
+        return set()
+
+
+def _shmem_kb() -> int:
+    """The host's shared memory (tmpfs, memory-backed files, System V segments), in KiB."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1])
+    return 0
+
+
+class _ShmemWatch:
+    """Samples the host's shared memory every 10 ms in a thread, for the memory judge."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="turngym-shmem-watch")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.01):
+            self.samples.append((time.monotonic(), _shmem_kb()))
+
+    def __enter__(self) -> _ShmemWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def growth_kb(self, since: float, baseline: int) -> int:
+        return max((kb for t, kb in self.samples if t >= since), default=baseline) - baseline
+
+
 class _Targets:
-    """What the attempts aim at: loopback listeners, a secret file, a folder outside."""
+    """What the attempts aim at: loopback listeners, a secret file, a folder outside, a unix
+    datagram socket, a System V segment holding a secret, the harness itself."""
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="turngym-escape-targets-"))
+        self.root.chmod(0o755)  # reachable by any user id: only the sandbox may stop a run
         self.secret = self.root / "secret.txt"
         self.secret.write_text("turngym-secret-token\n")
         self.secret.chmod(0o644)
+        self.secret_state = _file_state(self.secret)
         self.outside = self.root / "outside"
         self.outside.mkdir()
         self.outside.chmod(0o777)
@@ -198,6 +511,29 @@ class _Targets:
         self.udp_hits: list[str] = []
         self.port = 0
         self.udp_port = 0
+        self.pid = os.getpid()
+        self.harness = harness_state(self.pid)
+        self.unix_path = str(self.root / "host.sock")
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.unix.bind(self.unix_path)
+        self.unix.setblocking(False)
+        os.chmod(self.unix_path, 0o777)
+        self.unix_hits = 0
+        rng = secrets.SystemRandom()
+        self.shm_key, self.leave_key = rng.randrange(1 << 24, 1 << 30), rng.randrange(1 << 24, 1 << 30)
+        self.shm_secret = "shm-" + secrets.token_hex(8)
+        self.shm_id = self._make_shm()
+
+    def _make_shm(self) -> int:
+        libc = _libc()
+        shm = libc.shmget(self.shm_key, 4096, 0o1644)  # IPC_CREAT | rw-r--r--
+        if shm < 0:
+            return -1
+        addr = libc.shmat(shm, None, 0)
+        if addr not in (None, ctypes.c_void_p(-1).value):
+            ctypes.memmove(addr, self.shm_secret.encode() + b"\0", len(self.shm_secret) + 1)
+            libc.shmdt(addr)
+        return shm
 
     def fields(self) -> dict[str, object]:
         return {
@@ -206,8 +542,19 @@ class _Targets:
             "secret": str(self.secret),
             "outside": str(self.outside),
             "repo_file": str(Path(__file__).resolve()),
-            "pid": os.getpid(),
+            "pid": self.pid,
+            "unix_path": self.unix_path,
+            "shm_key": self.shm_key,
+            "leave_key": self.leave_key,
         }
+
+    def unix_received(self) -> int:
+        while True:
+            try:
+                self.unix.recv(65536)
+            except OSError:
+                return self.unix_hits
+            self.unix_hits += 1
 
     async def serve_tcp(self, listener: Listener[SocketStream]) -> None:
         async def handle(stream: SocketStream) -> None:
@@ -223,6 +570,13 @@ class _Targets:
             self.udp_hits.append("udp datagram")
 
     def close(self) -> None:
+        self.unix.close()
+        libc = _libc()
+        if self.shm_id >= 0:
+            libc.shmctl(self.shm_id, _IPC_RMID, None)
+        left = libc.shmget(self.leave_key, 0, 0)
+        if left >= 0:
+            libc.shmctl(left, _IPC_RMID, None)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -232,10 +586,11 @@ async def run_escape_attempts(
     *,
     concurrency: int = 2,
 ) -> list[EscapeOutcome]:
-    """Run ``attempts`` (those the sandbox's isolation claims to stop) against ``sandbox``,
-    ``concurrency`` at a time, and judge each (see the module docstring)."""
+    """Run ``attempts`` (those the sandbox's isolation claims to stop, and those it is known not
+    to: :attr:`EscapeOutcome.known_gap`) against ``sandbox``, ``concurrency`` at a time, and
+    judge each (see the module docstring)."""
     mode = await sandbox.isolation()
-    chosen = [a for a in attempts if mode in a.modes]
+    chosen = [a for a in attempts if mode in a.modes or mode in a.gaps]
     targets = _Targets()
     outcomes: list[EscapeOutcome | None] = [None] * len(chosen)
     limiter = anyio.Semaphore(concurrency)
@@ -245,39 +600,86 @@ async def run_escape_attempts(
         async with listener, udp:  # closed however the attempts end (no socket left to the GC)
             targets.port = int(listener.extra(SocketAttribute.local_port))
             targets.udp_port = int(udp.extra(SocketAttribute.local_port))
-            async with anyio.create_task_group() as servers:
-                servers.start_soon(targets.serve_tcp, listener)
-                servers.start_soon(targets.serve_udp, udp)
+            with _ShmemWatch() as watch:
+                async with anyio.create_task_group() as servers:
+                    servers.start_soon(targets.serve_tcp, listener)
+                    servers.start_soon(targets.serve_udp, udp)
 
-                async def one(i: int, attempt: EscapeAttempt) -> None:
-                    async with limiter:
-                        outcomes[i] = await _attempt(sandbox, attempt, targets)
+                    async def one(i: int, attempt: EscapeAttempt) -> None:
+                        async with limiter:
+                            outcomes[i] = await _attempt(sandbox, attempt, targets, watch, mode)
 
-                async with anyio.create_task_group() as tg:
-                    for i, attempt in enumerate(chosen):
-                        tg.start_soon(one, i, attempt)
-                servers.cancel_scope.cancel()
+                    async with anyio.create_task_group() as tg:
+                        for i, attempt in enumerate(chosen):
+                            tg.start_soon(one, i, attempt)
+                    servers.cancel_scope.cancel()
     finally:
         targets.close()
     return [o for o in outcomes if o is not None]
 
 
-async def _attempt(sandbox: Sandbox, attempt: EscapeAttempt, targets: _Targets) -> EscapeOutcome:
+async def _attempt(
+    sandbox: Sandbox, attempt: EscapeAttempt, targets: _Targets, watch: _ShmemWatch, mode: Isolation
+) -> EscapeOutcome:
     tcp_before, udp_before = len(targets.tcp_hits), len(targets.udp_hits)
+    unix_before = targets.unix_received()
     code = attempt.code.format(**targets.fields())
-    result = await sandbox.run(code)
-    await anyio.sleep(0.05)  # a datagram or connection in flight lands
+    started, shmem_before = time.monotonic(), _shmem_kb()
     evidence: list[str] = []
+    try:
+        result = await sandbox.run(code)
+    except Exception as e:  # the run must end as a result, whatever the code did
+        evidence.append(f"Sandbox.run raised {type(e).__name__}: {e}")
+        result = RunResult(RunStatus.SANDBOX_ERROR, "", f"raised {e!r}")
+    await anyio.sleep(0.05)  # a datagram or connection in flight lands
     limits = sandbox.config.limits
+    output_tokens = set(result.output.split())
     if any(line.startswith(MARKER) for line in result.output.splitlines()):
         evidence.append(f"printed {MARKER}")
     if attempt.name.startswith(("tcp", "ctypes_tcp")) and len(targets.tcp_hits) > tcp_before:
         evidence.append("the loopback listener accepted a connection")
     if attempt.name.startswith("udp") and len(targets.udp_hits) > udp_before:
         evidence.append("the loopback socket received a datagram")
+    if targets.unix_received() > unix_before:
+        evidence.append("the host's unix socket received a datagram")
     if (targets.outside / "pwned").exists():
         evidence.append("a file appeared outside the sandbox")
         (targets.outside / "pwned").unlink()
+    secret_now = _file_state(targets.secret)
+    if secret_now != targets.secret_state:
+        evidence.append(
+            f"the outside file's mode/times/xattrs changed: {secret_now} (was {targets.secret_state})"
+        )
+        with contextlib.suppress(OSError):
+            os.chmod(targets.secret, targets.secret_state[0] & 0o7777)
+            os.utime(targets.secret, ns=(targets.secret_state[1], targets.secret_state[1]))
+            for name in set(secret_now[2]) - set(targets.secret_state[2]):
+                os.removexattr(targets.secret, name)
+    if str(os.stat(targets.secret).st_ino) in output_tokens and "inode" in output_tokens:
+        evidence.append("the outside file's inode number was read")
+    if "pids" in output_tokens and str(targets.pid) in output_tokens:
+        evidence.append(f"the harness's pid {targets.pid} was found")
+    if targets.shm_secret in result.output:
+        evidence.append("the harness's System V shared memory was read")
+    if targets.leave_key in _host_shm_keys():
+        evidence.append("a System V segment was left on the host")
+    harness = await anyio.to_thread.run_sync(harness_state, targets.pid)
+    changed = {k: (v, targets.harness[k]) for k, v in harness.items() if targets.harness.get(k) != v}
+    if changed:
+        evidence.append(f"the harness's limits or scheduling changed: {changed}")
+        _restore_harness(targets.pid, targets.harness, harness)
+    bound_kb = (limits.max_processes * limits.memory_mb + limits.disk_mb) * 1024
+    grown = watch.growth_kb(started, shmem_before)
+    if grown > bound_kb:
+        evidence.append(
+            f"host shared memory grew {grown // 1024} MB during the run (bound {bound_kb // 1024} MB)"
+        )
+    if attempt.status is not None and result.status is not attempt.status:
+        evidence.append(f"status {result.status} ({result.detail}), not {attempt.status}: the code chose it")
+    if result.status is RunStatus.SANDBOX_ERROR:
+        evidence.append(f"the run ended as a sandbox error: {result.detail}")
+    if "clean-up:" in result.detail:
+        evidence.append(result.detail)
     if len(result.output.encode()) > limits.output_bytes:
         evidence.append(f"{len(result.output.encode())} bytes of output kept (cap {limits.output_bytes})")
     if result.seconds > limits.timeout_s + 5.0:
@@ -289,7 +691,8 @@ async def _attempt(sandbox: Sandbox, attempt: EscapeAttempt, targets: _Targets) 
         left = await anyio.to_thread.run_sync(leftover_processes, result)
     if left:
         evidence.append(f"processes outlived the run: {left[:5]}")
-    if result.workdir and os.path.exists(result.workdir):
+    if result.workdir and os.path.lexists(result.workdir):
         evidence.append(f"working folder left behind: {result.workdir}")
     stopped = result.status is not RunStatus.OK or not attempt.must_fail
-    return EscapeOutcome(attempt.name, result, bool(evidence), stopped, evidence)
+    gap = mode in attempt.gaps and mode not in attempt.modes
+    return EscapeOutcome(attempt.name, result, bool(evidence), stopped, evidence, known_gap=gap)

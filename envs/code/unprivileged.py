@@ -23,7 +23,7 @@ __all__ = ["NOBODY", "run_as_user"]
 NOBODY = 65534
 """The conventional unprivileged user id (``nobody``)."""
 
-_BOOT = r'''
+_BOOT = r"""
 import ctypes, os, stat, sys, tempfile
 uid, gid, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 libc = ctypes.CDLL(None, use_errno=True)
@@ -63,7 +63,7 @@ finally:
     sys.stdout.flush()
     import shutil
     shutil.rmtree(home, ignore_errors=True)
-'''
+"""
 
 
 def run_as_user(
