@@ -138,7 +138,7 @@ def test_failed_calls_show_the_error_and_are_counted(renderer, grader, sandbox):
     assert tools[4].startswith("Error: malformed tool call")
     assert (
         tools[5]
-        == "sandbox: blocked open('/etc/passwd')\nError: stopped by the sandbox: blocked open('/etc/passwd')"
+        == "sandbox: blocked open('/etc/passwd')\nError: stopped by the sandbox: a forbidden operation"
     )
     assert [r.reward for r in results[:-1]] == [-0.05] * 6
     assert results[1].metrics["code/status/timeout"] == 1.0
@@ -199,8 +199,8 @@ def test_the_drawn_programs_cover_results_errors_limits_and_violations(sandbox):
         RunStatus.ERROR,
         RunStatus.OUTPUT_LIMIT,
         RunStatus.VIOLATION,
-        RunStatus.MEMORY,
     } <= statuses
+    assert "MemoryError" in results["b = bytearray(10 * 1024**3)"].output
     assert results["print(6 * 7)"].output == "42\n"
     assert "\ufffd" in results[PROGRAMS[7]].output  # invalid UTF-8 output arrives replaced, not raised
     assert all(r.seconds < 30 for r in results.values())
