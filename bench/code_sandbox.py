@@ -1,22 +1,30 @@
-"""Bench: the code sandbox's escape attempts, event-loop lag, and run latency against a bare subprocess.
+"""Bench: the code sandbox's escape table per mode, event-loop lag at 64 concurrent runs, a run's
+host memory, and run latency against a bare subprocess.
 
-    .venv/bin/python bench/code_sandbox.py [--runs 40] [--concurrency 2] [--timeout 2]
+    .venv/bin/python bench/code_sandbox.py [--runs 40] [--concurrency 2] [--timeout 3] [--burst 64]
 
-1. Escapes: every attempt of ``envs.code.escapes`` (read /etc/passwd, the repo, a secret file;
-   connect to a loopback TCP port and send to a UDP port this bench listens on, with ``socket``
-   and with raw ``ctypes``; fork bombs; 10 GB; endless loops; 100 MB of output; a daemon...)
-   against each strong isolation available here, with the audit hook on and off (off: only the
-   kernel's layers stand). Each attempt is played as a ``run_python`` tool call of a fresh
-   ``CodeEnv`` episode (``failed_call_cost=0.1``). ``escapes=<n>`` counts attempts that escaped,
-   were not stopped, or that the env did not score as one failed tool call (goal 0).
-2. Event-loop lag: a task sleeps 1 ms in a loop and records how late it wakes, while the escape
-   attempts and a burst of ordinary runs go on (``event_loop_lag_p99_ms``), next to the same
-   sampler on an idle loop (``baseline_lag_p99_ms``: the machine's own noise) and during the
-   peer's burst below. On a shared machine most of a late wake-up is the loop's thread waiting
-   for a CPU (its run-queue wait, from ``/proc/thread-self/schedstat``); what is left is the loop
-   being *blocked*: code running on it, or waiting for the GIL. ``event_loop_blocked_p99_ms``
-   (goal <= 10) is the p99 of lateness minus run-queue wait; both are printed for every phase.
-3. Latency: ``--runs`` short programs through the sandbox and through the peer at its best,
+1. Escapes: every attempt of ``envs.code.escapes`` (files, the harness's loopback ports, processes
+   outside the run and the harness's own limits and scheduling, metadata of outside files,
+   System V IPC, host unix sockets, memory outside the address space, forged statuses, clean-up
+   traps, process discovery, fork bombs, 10 GB, endless loops, 100 MB of output...) per mode, with
+   the audit hook on and off (off: only the kernel's layers stand): ``namespaces`` as root, each
+   attempt played as a ``run_python`` tool call of a fresh ``CodeEnv`` episode
+   (``failed_call_cost=0.1``); ``userns`` and ``landlock`` as a user without root (``nobody``,
+   through ``Sandbox.run``: that user cannot read the tokenizer's cache). One table row per
+   mode and hook; a mode's documented gaps (``EscapeAttempt.gaps``) are listed apart.
+   ``escapes=<n>`` counts attempts that escaped, were not stopped, or that the env did not score
+   as one failed tool call (goal 0).
+2. Event-loop lag: a task sleeps 1 ms in a loop and records how late it wakes; late wake-ups
+   minus the loop thread's run-queue wait (``/proc/thread-self/schedstat``: the machine's load,
+   not the loop) are the loop being *blocked*. Measured during the escapes, during ``--burst``
+   (64) concurrent runs of a mix of programs (a sum, a 1-byte-at-a-time writer, an error, a
+   timeout), and during the latency bursts. Goals at 64 concurrent runs: blocked p99 <= 10 ms,
+   no single blocked stall over 50 ms.
+3. Memory: one run of the default mode that tries every way to hold memory (its processes'
+   address space, memory-backed files, System V and POSIX shared memory, its folder); the
+   host's used memory is sampled every 10 ms (``MemAvailable``) against the stated bound
+   ``max_processes * memory_mb + disk_mb``.
+4. Latency: ``--runs`` short programs through the sandbox and through the peer at its best,
    ``anyio.run_process([python, -I, -S, -c, code])`` at the same concurrency (no isolation at all:
    the floor any process-per-call sandbox pays). The sandbox runs twice: as configured by default
    (its runs niced +10 below the caller, so that the caller is scheduled first: slower on a busy
@@ -31,10 +39,13 @@ import json
 import os
 import statistics
 import sys
+import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,6 +57,7 @@ from backend.model import SMOLLM2, register_tokenizers
 from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
 from envs.code.escapes import EscapeOutcome, run_escape_attempts
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
+from envs.code.unprivileged import run_as_user
 from envs.math import MathProblem
 from renderers_ext import load_renderer, render_action
 
@@ -164,28 +176,74 @@ class EnvScoredSandbox(Sandbox):
 
 
 async def strong_modes() -> list[Isolation]:
-    """The strong isolation modes that work on this machine, strongest first."""
+    """The strong isolation modes that work on this machine for this user, strongest first."""
     modes = []
-    for mode in (Isolation.NAMESPACES, Isolation.LANDLOCK):
+    for mode in (Isolation.NAMESPACES, Isolation.USERNS, Isolation.LANDLOCK):
         if await Sandbox(SandboxConfig(isolation=mode))._probe(mode) is None:
             modes.append(mode)
     return modes
 
 
+def table_row(
+    mode: Isolation, hook: bool, outcomes: Sequence[EscapeOutcome], seconds: float, extra: str = ""
+) -> int:
+    """Print one row of the escape table (and a line per attempt that did not hold); the count."""
+    claimed = [o for o in outcomes if not o.known_gap]
+    failed = [o for o in claimed if not o.held]
+    gaps = sorted(o.name for o in outcomes if o.known_gap and o.escaped)
+    statuses = Counter(str(o.result.status) for o in outcomes)
+    print(
+        f"escapes[{mode},audit_hook={'on' if hook else 'off'}]={len(failed)}/{len(claimed)} "
+        f"in {seconds:.1f}s statuses={dict(statuses)}" + (f" documented_gaps={gaps}" if gaps else "") + extra,
+        flush=True,
+    )
+    for o in failed:
+        print(f"  NOT HELD {o.name}: {o.result.status} {o.result.detail}; {o.evidence}", flush=True)
+    return len(failed)
+
+
 async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSampler | None]:
-    """Run the escape attempts for every strong mode x audit hook on/off; print one line per
-    configuration and one per attempt that did not hold. Returns (escapes, the loop's sampler)."""
+    """Run the escape attempts for this user's strongest mode (``namespaces`` as root) x audit
+    hook on/off through ``CodeEnv``; one table row per configuration. Returns (escapes, sampler)."""
     sampler = LagSampler()
-    escapes = 0
     modes = await strong_modes()
     if not modes:
         print("escapes: no strong isolation works here (see envs.code.sandbox); nothing to attack")
         return 0, None
+    mode = modes[0]
     register_tokenizers()
     renderer = load_renderer(None, SMOLLM2)  # loaded before the sampling: set-up, not the env's steps
 
     async def attack() -> int:
         total = 0
+        for hook in (True, False):
+            config = SandboxConfig(
+                limits=SandboxLimits(timeout_s=timeout_s),
+                isolation=mode,
+                audit_hook=hook,
+                concurrency=concurrency,
+            )
+            t0 = time.perf_counter()
+            scored = EnvScoredSandbox(Sandbox(config), renderer)
+            outcomes = await run_escape_attempts(scored, concurrency=concurrency)
+            total += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (through CodeEnv)")
+            misscored = scored.misscored(outcomes)
+            total += len(misscored)
+            for line in misscored:
+                print(f"  NOT SCORED AS A FAILED CALL {line}", flush=True)
+        return total
+
+    escapes = int(await while_sampling(sampler, attack))  # type: ignore[call-overload]
+    return escapes, sampler
+
+
+def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int) -> None:
+    """Run as a user without root (see :func:`nonroot_section`): the escape table of ``userns`` and
+    ``landlock`` (hook on and off) and the 64-run burst in ``userns``; a JSON line last."""
+
+    async def main() -> dict[str, object]:
+        escapes = 0
+        modes = [m for m in await strong_modes() if m in (Isolation.USERNS, Isolation.LANDLOCK)]
         for mode in modes:
             for hook in (True, False):
                 config = SandboxConfig(
@@ -195,27 +253,196 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSa
                     concurrency=concurrency,
                 )
                 t0 = time.perf_counter()
-                scored = EnvScoredSandbox(Sandbox(config), renderer)
-                outcomes = await run_escape_attempts(scored, concurrency=concurrency)
-                failed = [o for o in outcomes if not o.held]
-                misscored = scored.misscored(outcomes)
-                total += len(failed) + len(misscored)
-                statuses = Counter(str(o.result.status) for o in outcomes)
-                print(
-                    f"escapes[{mode},audit_hook={'on' if hook else 'off'}]={len(failed)}/{len(outcomes)} "
-                    f"in {time.perf_counter() - t0:.1f}s statuses={dict(statuses)}",
-                    flush=True,
-                )
-                for o in failed:
-                    print(
-                        f"  NOT HELD {o.name}: {o.result.status} {o.result.detail}; {o.evidence}", flush=True
-                    )
-                for line in misscored:
-                    print(f"  NOT SCORED AS A FAILED CALL {line}", flush=True)
-        return total
+                outcomes = await run_escape_attempts(Sandbox(config), concurrency=concurrency)
+                escapes += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (as nobody)")
+        lag = await burst_lag(burst_runs, Isolation.USERNS if Isolation.USERNS in modes else Isolation.AUTO)
+        return {"escapes": escapes, "modes": [str(m) for m in modes], "lag": lag}
 
-    escapes = int(await while_sampling(sampler, attack))  # type: ignore[call-overload]
-    return escapes, sampler
+    print(json.dumps(anyio.run(main)), flush=True)
+
+
+def nonroot_section(timeout_s: float, concurrency: int, burst_runs: int) -> dict[str, Any] | None:
+    """As root: run :func:`nonroot_main` as user ``nobody`` and echo its lines; its JSON result."""
+    if os.geteuid() != 0:
+        return None
+    code = (
+        "from bench.code_sandbox import nonroot_main\n"
+        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r})\n"
+    )
+    done = run_as_user(code, timeout=1800)
+    lines = done.stdout.strip().splitlines()
+    for line in lines[:-1]:
+        print(line, flush=True)
+    if done.returncode != 0 or not lines:
+        print(f"escapes as nobody: the run failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
+        return {"escapes": 1, "modes": [], "lag": None}
+    return json.loads(lines[-1])
+
+
+BURST_PROGRAMS = (
+    WORK,
+    "import sys\nfor _ in range(3000):\n    sys.stdout.write('x')\n    sys.stdout.flush()",
+    "raise ValueError('bad')",
+    "import time\ntime.sleep(60)",
+)
+"""What the 64 concurrent runs do: a sum, one byte at a time, an error, a timeout."""
+
+
+async def burst_lag(runs: int, isolation: Isolation) -> dict[str, float | str]:
+    """``runs`` runs at once (``concurrency=runs``) of :data:`BURST_PROGRAMS` in turn; the event
+    loop's lateness and blocked time (p99 and worst, ms) while they go."""
+    sandbox = Sandbox(
+        SandboxConfig(limits=SandboxLimits(timeout_s=3.0), isolation=isolation, concurrency=runs)
+    )
+    mode = await sandbox.isolation()
+    await sandbox.run("pass")  # the probe and the page cache: set-up
+    sampler = LagSampler()
+    statuses: Counter[str] = Counter()
+
+    async def work() -> None:
+        async def one(i: int) -> None:
+            statuses[str((await sandbox.run(BURST_PROGRAMS[i % len(BURST_PROGRAMS)])).status)] += 1
+
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+
+    t0 = time.perf_counter()
+    await while_sampling(sampler, work)
+    out: dict[str, float | str] = {
+        "mode": str(mode),
+        "seconds": time.perf_counter() - t0,
+        "lag_p99_ms": sampler.p99(),
+        "lag_max_ms": max(sampler.lags, default=0.0),
+        "blocked_p99_ms": sampler.blocked_p99(),
+        "blocked_max_ms": max(sampler.blocked, default=0.0),
+        "statuses": json.dumps(dict(statuses)),
+    }
+    print(
+        f"burst[{mode}, {runs} at once]: {out['seconds']:.1f}s statuses={dict(statuses)}; event loop ms: "
+        f"lag p99 {out['lag_p99_ms']:.2f} max {out['lag_max_ms']:.1f}, blocked p99 {out['blocked_p99_ms']:.2f} "
+        f"max {out['blocked_max_ms']:.1f}",
+        flush=True,
+    )
+    return out
+
+
+MEMORY_HOG = """
+import os, time
+mb = {memory_mb}
+def hold():
+    blocks = []
+    try:
+        while True:
+            blocks.append(b"x" * (16 << 20))
+    except MemoryError:
+        pass
+    for attempt in (lambda: os.memfd_create("m"), lambda: os.open("/dev/shm/hog", os.O_CREAT | os.O_WRONLY)):
+        try:
+            fd = attempt()
+            for _ in range(64):
+                os.write(fd, b"y" * (16 << 20))
+        except OSError:
+            pass
+    time.sleep(1.5)
+    return blocks
+for _ in range({max_processes} - 1):
+    try:
+        if os.fork() == 0:
+            hold()
+            os._exit(0)
+    except OSError:
+        break
+i = 0
+try:
+    while True:
+        with open(f"f{{i}}", "wb") as f:
+            f.write(b"z" * ({file_mb} << 20))
+        i += 1
+except OSError:
+    pass
+hold()
+"""
+
+
+def _available_mb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _shmem_mb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _code_rss_mb(needle: bytes) -> float:
+    """Resident memory of the code's processes: those with ``needle`` in their command line,
+    but for the supervisor (whose parent is this process)."""
+    total = 0
+    me = str(os.getpid()).encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if needle not in f.read():
+                    continue
+            with open(f"/proc/{name}/status", "rb") as f:
+                fields = dict(line.split(b":", 1) for line in f if b":" in line)
+            if fields.get(b"PPid", b"").strip() == me:
+                continue
+            total += int(fields.get(b"VmRSS", b"0 kB").split()[0])
+        except (OSError, ValueError):
+            continue
+    return total / 1024
+
+
+async def memory_section() -> tuple[float, float, float, str]:
+    """One run of the default mode holding all the memory it can. Returns (the peak of the code's
+    processes' resident memory plus the host's shared-memory growth, MB; the peak drop of the
+    host's available memory, MB, which other load on the machine blurs; the bound, MB; the mode)."""
+    limits = SandboxLimits(timeout_s=6.0)
+    folder = tempfile.mkdtemp(prefix="turngym-bench-memory-")
+    os.chmod(folder, 0o755)
+    sandbox = Sandbox(SandboxConfig(limits=limits, audit_hook=False, tmp_dir=folder))
+    mode = await sandbox.isolation()
+    code = MEMORY_HOG.format(
+        memory_mb=limits.memory_mb, max_processes=limits.max_processes, file_mb=limits.file_mb
+    )
+    accounted: list[float] = []
+    available: list[float] = []
+    stop = threading.Event()
+    shmem0, available0 = _shmem_mb(), _available_mb()
+
+    def sample() -> None:
+        while not stop.wait(0.02):
+            accounted.append(_code_rss_mb(folder.encode()) + max(0.0, _shmem_mb() - shmem0))
+            available.append(available0 - _available_mb())
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        result = await sandbox.run(code)
+    finally:
+        stop.set()
+        thread.join()
+        os.rmdir(folder)
+    bound = limits.max_processes * limits.memory_mb + limits.disk_mb
+    peak, host_drop = max(accounted, default=0.0), max(available, default=0.0)
+    print(
+        f"memory[{mode}]: a run holding all it can peaked at {peak:.0f} MB (its processes' resident "
+        f"memory + the host's shared-memory growth; the host's available memory dropped by {host_drop:.0f} MB "
+        f"at most, other load included); bound max_processes x memory_mb + disk_mb = {bound} MB; "
+        f"run {result.status} {result.detail}",
+        flush=True,
+    )
+    return peak, host_drop, float(bound), str(mode)
 
 
 async def burst(
@@ -250,6 +477,13 @@ async def main_async(args: argparse.Namespace) -> None:
     )
 
     escapes, escape_lag = await escape_section(args.timeout, args.concurrency)
+    nonroot = await anyio.to_thread.run_sync(nonroot_section, args.timeout, args.concurrency, args.burst)
+    if nonroot is not None:
+        escapes += int(nonroot["escapes"])
+    bursts = [await burst_lag(args.burst, Isolation.AUTO)]
+    if nonroot is not None and nonroot.get("lag"):
+        bursts.append(nonroot["lag"])
+    memory_peak, memory_host_drop, memory_bound, memory_mode = await memory_section()
 
     # the default sandbox (its runs niced +10 below this process, autogroup included) and one at
     # this process's own priority, like the peer's processes: the ratio compares those two
@@ -287,17 +521,27 @@ async def main_async(args: argparse.Namespace) -> None:
             f"wrong={wrong}; event loop p99 ms: {lag.line()}",
             flush=True,
         )
-    (burst_lag, _, _, _), (same_lag, _, sb_lat, _), (peer_lag, _, peer_lat, _) = sides.values()
-    ours = [s for s in (escape_lag, burst_lag, same_lag) if s is not None]
+    (default_lag, _, _, _), (same_lag, _, sb_lat, _), (peer_lag, _, peer_lat, _) = sides.values()
+    ours = [s for s in (escape_lag, default_lag, same_lag) if s is not None]
     print(
         f"event_loop_p99_ms during escapes: {escape_lag.line() if escape_lag else 'not run'}; "
-        f"during the bursts: {burst_lag.line()} / {same_lag.line()} (nice=0); peer's burst "
+        f"during the bursts: {default_lag.line()} / {same_lag.line()} (nice=0); peer's burst "
         f"(anyio.run_process): {peer_lag.line()}; idle: {idle.line()} "
         "(blocked = lateness minus the loop thread's run-queue wait)"
     )
     print(f"event_loop_lag_p99_ms={max(s.p99() for s in ours):.2f}")
     print(f"event_loop_blocked_p99_ms={max(s.blocked_p99() for s in ours):.2f}")
-    print(f"escapes={escapes}")
+    print(f"escapes={escapes} (goal 0; every mode, audit hook on and off)")
+    blocked_p99 = max(float(b["blocked_p99_ms"]) for b in bursts)
+    blocked_max = max(float(b["blocked_max_ms"]) for b in bursts)
+    print(
+        f"event_loop_{args.burst}_runs_blocked_p99_ms={blocked_p99:.2f} (goal <= 10; modes {[b['mode'] for b in bursts]})"
+    )
+    print(f"event_loop_{args.burst}_runs_blocked_max_ms={blocked_max:.1f} (goal <= 50)")
+    print(
+        f"run_host_memory_mb={memory_peak:.0f} bound_mb={memory_bound:.0f} ({memory_mode}; goal: within the "
+        f"bound; the host's available memory dropped {memory_host_drop:.0f} MB at most, other load included)"
+    )
     print(
         f"sandbox_vs_bare_subprocess_latency_ratio={statistics.median(sb_lat) / statistics.median(peer_lat):.2f}"
     )
@@ -307,7 +551,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=40, help="short programs per side (latency)")
     parser.add_argument("--concurrency", type=int, default=2, help="runs at once")
-    parser.add_argument("--timeout", type=float, default=2.0, help="time limit of the escape runs, s")
+    parser.add_argument("--timeout", type=float, default=3.0, help="time limit of the escape runs, s")
+    parser.add_argument("--burst", type=int, default=64, help="runs at once for the event-loop lag figures")
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     anyio.run(main_async, args)
