@@ -7,13 +7,15 @@ nothing outside it.
 
 Two processes, so that something unsandboxed always watches the sandboxed one:
 
-- the *supervisor* (this script's first process) reads the code, enters new namespaces (mode
-  ``namespaces``), forks the *runner* and waits for it, with its own wall-clock backstop
-  (``backstop_s``), then reports the runner's exit status, CPU time and peak memory as one JSON
-  line on fd 3;
-- the *runner* builds the jail (see :func:`_jail`), drops every privilege, applies rlimits,
-  ``PR_SET_NO_NEW_PRIVS``, the seccomp filter and (mode ``landlock``) a Landlock ruleset, installs
-  the audit hook, writes ``ready`` on fd 3, closes it, and executes the code in ``__main__``.
+- the *supervisor* (this script's first process) reads the code, enters new namespaces (modes
+  ``namespaces``, and ``userns`` with a user namespace first), forks the *runner* and waits for it,
+  with its own wall-clock backstop (``backstop_s``), then reports the runner's exit status or
+  signal, CPU time and peak memory as one JSON line on fd 3;
+- the *runner* starts a session of its own, builds the jail (see :func:`_jail`), drops every
+  privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
+  (mode ``landlock``) a Landlock ruleset, writes ``ready`` on fd 3 and closes it, installs the
+  audit hook, and executes the code in ``__main__``. Nothing the code does after that reaches
+  fd 3: its exit status is only reported, never read as a verdict.
 
 Modes (chosen by the parent, see ``Isolation``):
 
@@ -24,18 +26,26 @@ Modes (chosen by the parent, see ``Isolation``):
   size-limited tmpfs ``/sandbox`` (the working directory, ``/tmp`` points there); the old root
   is detached. The runner then switches to an unprivileged user id of its own (``uid``), so
   ``RLIMIT_NPROC`` bounds its processes and it can signal nothing outside.
+- ``userns`` (no privilege): the supervisor first enters a new user namespace mapping only the
+  caller's ids (as :data:`INSIDE_UID`), then the same namespaces and jail; binds are recursive
+  and keep the flags the host locked; the runner drops every capability.
 - ``landlock`` (any user, Linux >= 5.13): same user id with every capability dropped; a Landlock
   ruleset allows reading the system and Python directories and everything in the working folder
   only (TCP bind/connect denied too from Landlock ABI 4; signals and abstract sockets scoped from
-  ABI 6); seccomp refuses every new socket and every new process.
+  ABI 6); seccomp refuses new processes and sockets, and confines process-control calls to the
+  runner itself (see below).
 - ``rlimits``: resource limits, dropped capabilities and the audit hook only: NOT a security
   boundary (used only when asked for by name).
 
-The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``: sockets other than ``AF_UNIX``
-(every socket in ``landlock`` mode), io_uring, ptrace and cross-process memory access, bpf,
-perf events, userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle
-opening, and in ``landlock`` mode new processes (fork, vfork, clone without ``CLONE_THREAD``),
-``setsid`` / ``setpgid`` and signals to other processes.
+The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: sockets other than
+``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
+userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
+memory-backed files and System V IPC; it kills the process (``SIGSYS``) on the tripwire call
+:data:`TRIPWIRE_NR`. In ``landlock`` mode also: new processes (fork, vfork, clone without
+``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``; signals and ``prlimit64``, ``sched_*``,
+``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid`` unless aimed at the runner itself (and no
+``SIGSYS``); metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket
+call but a unix ``socketpair`` and ``sendto`` without an address.
 """
 
 from __future__ import annotations

@@ -1,17 +1,27 @@
-"""Escape attempts against a :class:`~envs.code.sandbox.Sandbox`, run for real and judged.
+"""Escape attempts against a :class:`~envs.code.sandbox.Sandbox`, run for real and judged from outside.
 
 Each :class:`EscapeAttempt` is a program that tries something the sandbox must stop: read or
-write outside its folder, reach a loopback port that the harness itself listens on (TCP and
-UDP, through ``socket`` and through raw ``ctypes`` calls), signal or read the harness process,
-gain a privilege, fork-bomb, allocate 10 GB, loop forever, print 100 MB, fill the disk, leave a
-daemon behind. :func:`run_escape_attempts` runs them and returns one :class:`EscapeOutcome`
-each: *escaped* when the forbidden effect was observed (the program printed its ``ESCAPED``
-marker, which it does only after the forbidden operation succeeded; the listener got a
-connection or a datagram; a file appeared outside; a process of the run outlived it; its
-working folder was left behind; the output went past the cap; the run was not stopped in time),
-*stopped* when the run ended as a failed tool call. Network traffic goes to loopback only.
+write outside its folder; reach a loopback port or a unix datagram socket the harness listens
+on; act on processes outside the run (the harness's rlimits, priority, affinity, scheduler and
+I/O priority, the supervisor); change or read an outside file's metadata; read the harness's
+System V shared memory or leave a segment behind; hold memory outside its address space
+(memory-backed files, shared memory); choose its own status (exit codes, ``SystemExit(256)``,
+``SIGSYS``); trap the clean-up (links in read-only folders, deep trees, mode-000 folders); find
+the harness's process; gain a privilege; fork-bomb, allocate 10 GB, loop forever, print 100 MB,
+fill the disk, leave a daemon behind. :func:`run_escape_attempts` runs them and returns one
+:class:`EscapeOutcome` each: *escaped* when a forbidden effect was observed by the harness
+itself (the listener or socket got something; the harness's own state (:func:`harness_state`)
+or the outside file changed; the harness's secret segment content or pid or the file's inode
+number appeared in the output, which the program could not know otherwise; the host's shared
+memory grew past the run's bound; a segment was left; the status was not the expected one or a
+sandbox error; a process of the run outlived it; its working folder was left behind or the
+clean-up reported a problem; the output went past the cap; the run was not stopped in time),
+or the program printed its ``ESCAPED`` marker after a forbidden call succeeded; *stopped* when
+the run ended as a failed tool call. Attempts a mode is documented not to stop
+(:attr:`EscapeAttempt.gaps`) run too and are reported apart (:attr:`EscapeOutcome.known_gap`).
+Network traffic goes to loopback only.
 
-The bench (``bench/fuzz_envs.py``) and the tests use the same attempts.
+The bench (``bench/code_sandbox.py``) and the tests use the same attempts.
 """
 
 from __future__ import annotations

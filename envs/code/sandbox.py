@@ -10,23 +10,32 @@ bytes (more and the run is killed). A run that overruns or breaks a rule ends wi
 other than ``OK``: the tool call failed.
 
 Isolation (:class:`Isolation`; ``auto`` picks the strongest that works on this machine, probed
-once per process and reported by :meth:`Sandbox.isolation`):
+once per process and reported by :meth:`Sandbox.isolation`; ``Isolation.<mode>.guarantees`` and
+``.limitations`` say what each holds and does not; docs/code_sandbox.md has the full account):
 
 - ``namespaces`` (root, or CAP_SYS_ADMIN): new mount, PID, network, IPC and UTS namespaces; the
   code sees a read-only system and Python, a few device nodes and its own size-limited tmpfs
   ``/sandbox``, runs as an unprivileged user id of its own (one per concurrent run, so
   ``RLIMIT_NPROC`` bounds its processes), has no network interface up, and every process it starts
   dies with it (it is PID 1 of its namespace);
-- ``landlock`` (any user, Linux >= 5.13): a Landlock ruleset confines the file system to reading
-  the Python and system directories and using the working folder (and TCP from ABI 4), seccomp
-  refuses sockets and new processes, every capability is dropped;
+- ``userns`` (no root, where unprivileged user namespaces are on): the same jail inside a user
+  namespace of the caller's own, every capability dropped: what ``auto`` picks for a user
+  without root;
+- ``landlock`` (the fallback, Linux >= 5.13; ``auto`` warns once per process when it ends here):
+  Landlock confines the file system to reading the Python and system directories and using the
+  working folder; seccomp refuses sockets (but a unix pair), new processes, any action on another
+  process (the runner's own pid is built into the filter), metadata changes, System V IPC and
+  memory-backed files; every capability is dropped;
 - ``rlimits``: resource limits and the audit hook only; not a security boundary, used only when
   asked for by name.
 
-Both strong modes also install a seccomp filter, set ``PR_SET_NO_NEW_PRIVS``, and add a Python
-audit hook that stops the run on opening files outside the folder, sockets, ctypes and signals
-(status ``VIOLATION``): an extra line of defence, not the only one. The sandbox's own script is
-``_sandbox_child.py`` (standard library only).
+Every strong mode also installs a seccomp filter, sets ``PR_SET_NO_NEW_PRIVS``, and adds a Python
+audit hook that stops the run on opening files outside the folder, sockets, ctypes and signals:
+an extra line of defence that the code can switch off, never what the status depends on. The
+status is the supervisor's and the parent's own observation (how the runner ended, timers,
+output count, the set-up report sent before the code ran), never an exit status or text the code
+chose. The sandbox's own script is ``_sandbox_child.py`` (standard library only). The working
+folder is removed by :func:`remove_folder`, which no link, depth or file mode can steer.
 
 The event loop never waits on a process nor on the file system: the user id, the working folder,
 fork + exec, the status and the clean-up run in worker threads; the output is read with
@@ -68,6 +77,7 @@ __all__ = [
     "SandboxStats",
     "SandboxUnavailable",
     "SandboxWarning",
+    "remove_folder",
     "sandbox_for",
 ]
 
