@@ -332,6 +332,7 @@ def test_auto_gives_a_user_without_root_its_own_namespaces_and_warns_on_the_fall
         async def main():
             out = {}
             auto = sb.Sandbox()
+            out["userns_problem"] = await auto._probe(sb.Isolation.USERNS)
             out["auto"] = str(await auto.isolation())
             out["ordinary"] = {}
             for mode in ("userns", "landlock"):
@@ -346,6 +347,8 @@ def test_auto_gives_a_user_without_root_its_own_namespaces_and_warns_on_the_fall
             return out
         print(json.dumps(anyio.run(main)))
     """)
+    # unprivileged user namespaces are on wherever the kernel does not say otherwise
+    assert out["userns_problem"] is None, f"userns does not work here: {out['userns_problem']}"
     assert out["auto"] == "userns"
     assert out["ordinary"]["userns"] == ["ok", "1000 2\n", "exit status 0"]  # its own user id inside
     assert out["ordinary"]["landlock"] == ["ok", "65534 2\n", "exit status 0"]
@@ -388,7 +391,9 @@ def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
         assert out[mode]["left"] == []
         assert "sandbox_error" not in out[mode]["statuses"].values()
     assert out["userns"]["gaps"] == []
-    assert out["landlock"]["gaps"] == ["discover_by_stat_probe", "stat_outside"]
+    # what it cannot hide, seen getting through (the pid scan may run out of time on a loaded machine)
+    assert "stat_outside" in out["landlock"]["gaps"]
+    assert set(out["landlock"]["gaps"]) <= {"discover_by_stat_probe", "stat_outside"}
 
 
 @needs_root_to_drop

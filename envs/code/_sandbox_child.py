@@ -11,8 +11,8 @@ Two processes, so that something unsandboxed always watches the sandboxed one:
   ``namespaces``, and ``userns`` with a user namespace first), forks the *runner* and waits for it,
   with its own wall-clock backstop (``backstop_s``), then reports the runner's exit status or
   signal, CPU time and peak memory as one JSON line on fd 3;
-- the *runner* starts a session of its own, builds the jail (see :func:`_jail`), drops every
-  privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
+- the *runner* (in a session of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
+  drops every privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
   (mode ``landlock``) a Landlock ruleset, writes ``ready`` on fd 3 and closes it, installs the
   audit hook, and executes the code in ``__main__``. Nothing the code does after that reaches
   fd 3: its exit status is only reported, never read as a verdict.
@@ -475,8 +475,10 @@ def _confine(cfg: dict, alive_r: int) -> tuple[str, object]:
     mode = cfg["mode"]
     workdir = cfg["workdir"]
     uid, gid = cfg.get("uid"), cfg.get("gid")
-    if mode in ("namespaces", "userns", "landlock"):
-        # a session and process group of its own: kill(0) and killpg reach no process outside the run
+    if mode == "userns":
+        # a session and process group of its own: kill(0) and killpg reach no process outside the
+        # run (the supervisor has the same user id; in the other modes a different user id or the
+        # seccomp filter keeps its signals in)
         os.setsid()
     if mode in ("namespaces", "userns"):
         _jail(cfg, userns=mode == "userns")

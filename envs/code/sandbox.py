@@ -608,6 +608,7 @@ class _Run:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     await _wait_exit(proc)
+                    await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
                 reports = await anyio.to_thread.run_sync(self._finish, out_fd, status_fd)
         if self.lingering:
             with self.sandbox._lock:
