@@ -196,12 +196,12 @@ class SandboxLimits:
     file_mb: int = 16
     """Largest file the code may write (``RLIMIT_FSIZE``)."""
     disk_mb: int = 32
-    """Size of the working folder (``namespaces`` mode: a tmpfs of this size)."""
+    """Size of the working folder (``namespaces`` and ``userns`` modes: a tmpfs of this size)."""
     inodes: int = 2048
-    """Files and folders the working folder may hold (``namespaces`` mode)."""
+    """Files and folders the working folder may hold (``namespaces`` and ``userns`` modes)."""
     max_processes: int = 4
-    """Processes and threads of a run (``namespaces`` mode; ``landlock`` allows no new process).
-    The memory of a run is bounded by ``max_processes * memory_mb``."""
+    """Processes and threads of a run (``namespaces`` and ``userns`` modes; ``landlock`` allows no
+    new process). The memory of a run is bounded by ``max_processes * memory_mb + disk_mb``."""
     max_code_bytes: int = 32_768
     """Longest code accepted (UTF-8 bytes); longer code is an ``ERROR`` without running."""
 
@@ -225,7 +225,7 @@ class SandboxConfig:
     limits: SandboxLimits = chz.field(default_factory=SandboxLimits)
     """Bounds of each run."""
     isolation: Isolation = chz.field(default=Isolation.AUTO, munger=lambda _, value: Isolation(value))
-    """How to confine the code (``auto``, ``namespaces``, ``landlock``, ``rlimits``)."""
+    """How to confine the code (``auto``, ``namespaces``, ``userns``, ``landlock``, ``rlimits``)."""
     concurrency: int = 2
     """Runs at once per event loop (the rest queue)."""
     audit_hook: bool = True
