@@ -382,6 +382,7 @@ def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
                     "left": os.listdir(tmp),
                     "statuses": {o.name: str(o.result.status) for o in outcomes},
                 }
+                os.rmdir(tmp)
             return out
         print(json.dumps(anyio.run(main)))
     """)
@@ -507,6 +508,8 @@ def test_the_clean_up_cannot_be_steered_for_a_user_without_root() -> None:
         work = _cleanup_traps(root, outside)
         problem = remove_folder(str(work))
         print(json.dumps([problem, os.path.lexists(work), stat.S_IMODE(outside.stat().st_mode)]))
+        outside.unlink()
+        root.rmdir()
     """
     )
     assert out == [None, False, 0o600]

@@ -46,6 +46,8 @@ if closed:
         check(libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 0, b"mode=755,size=1m"), "cover")
         os.mkdir(f"{folder}/{child}")
         check(libc.mount(keep.encode(), f"{folder}/{child}".encode(), None, 4096 | 16384, None), "bind back")
+        check(libc.umount2(keep.encode(), 2), "unmount the stash")  # MNT_DETACH
+        os.rmdir(keep)
 home = tempfile.mkdtemp(prefix="turngym-as-user-")
 os.chown(home, uid, gid)
 os.setgroups([])
