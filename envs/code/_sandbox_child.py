@@ -233,6 +233,9 @@ _NR: dict[str, tuple[int, int]] = {
     "llistxattr": (195, 12),
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
+    "inotify_add_watch": (254, 27),
+    "fanotify_init": (300, 262),
+    "fanotify_mark": (301, 263),
 }
 _DENY_ALWAYS = [
     "io_uring_setup",
@@ -314,8 +317,12 @@ _DENY_METADATA = [
     "fremovexattr",
     "setxattrat",
     "removexattrat",
+    "inotify_add_watch",
+    "fanotify_init",
+    "fanotify_mark",
 ]
-"""``landlock`` mode: metadata changes (Landlock has no right for them; seccomp cannot see paths)."""
+"""``landlock`` mode: metadata changes, and watching files (Landlock has no right for them and
+seccomp cannot see paths: refused everywhere, the working folder included)."""
 _NO_XATTR_READ = ["getxattr", "lgetxattr", "listxattr", "llistxattr", "getxattrat", "listxattrat"]
 """``landlock`` mode: extended attributes read by path answer ``EOPNOTSUPP`` (as on a file system
 without them, which ``shutil.copy2`` accepts)."""
