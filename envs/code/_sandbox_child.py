@@ -233,6 +233,8 @@ _NR: dict[str, tuple[int, int]] = {
     "llistxattr": (195, 12),
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
+    "mkdir": (83, -1),
+    "mkdirat": (258, 34),
     "inotify_add_watch": (254, 27),
     "fanotify_init": (300, 262),
     "fanotify_mark": (301, 263),
@@ -407,7 +409,10 @@ def main() -> None:
         os.close(alive_w)
         _runner(cfg, code, alive_r)  # never returns
     os.close(alive_r)
-    report = _supervise(pid, float(cfg["backstop_s"]))
+    quota = None
+    if mode == "landlock":  # the namespace modes' folder is a tmpfs of this size
+        quota = (cfg["workdir"], int(cfg["disk_mb"]) << 20, int(cfg["inodes"]))
+    report = _supervise(pid, float(cfg["backstop_s"]), quota)
     _status(report)
     os._exit(0)
 
@@ -433,11 +438,14 @@ def _status(obj: dict) -> None:
         os.write(STATUS_FD, (json.dumps(obj) + "\n").encode())
 
 
-def _supervise(pid: int, backstop_s: float) -> dict:
-    """Wait for the runner (killing it after ``backstop_s``); its exit status and usage."""
+def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None = None) -> dict:
+    """Wait for the runner (killing it after ``backstop_s``, or when its folder holds more than
+    ``quota`` = (folder, bytes, entries), checked every :data:`QUOTA_POLL_S`); its exit status
+    and usage."""
     import select
+    import time
 
-    backstop = False
+    backstop = over_quota = False
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -445,8 +453,18 @@ def _supervise(pid: int, backstop_s: float) -> dict:
     if pidfd >= 0:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        if not poller.poll(int(backstop_s * 1000)):
-            backstop = True
+        deadline = time.monotonic() + backstop_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                backstop = True
+                break
+            if poller.poll(int(1000 * (min(left, QUOTA_POLL_S) if quota else left))):
+                break
+            if quota and _folder_over(*quota):
+                over_quota = True
+                break
+        if backstop or over_quota:
             os.kill(pid, signal.SIGKILL)
     while True:
         try:
@@ -458,12 +476,44 @@ def _supervise(pid: int, backstop_s: float) -> dict:
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
         "maxrss_kb": usage.ru_maxrss,
         "backstop": backstop,
+        "disk": over_quota,
     }
     if os.WIFSIGNALED(status):
         report["signal"] = os.WTERMSIG(status)
     else:
         report["exit"] = os.WEXITSTATUS(status)
     return report
+
+
+QUOTA_POLL_S = 0.1
+"""How often the supervisor measures the working folder in ``landlock`` mode (no tmpfs there)."""
+
+
+def _folder_over(folder: str, max_bytes: int, max_entries: int) -> bool:
+    """Whether ``folder`` holds more than ``max_bytes`` (allocated) or ``max_entries`` entries.
+    Links are not followed; every folder is listable (the filter makes ``mkdir`` keep ``u+rwx``
+    and refuses ``chmod``), and one that is not counts as over."""
+    used = entries = 0
+    stack = [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    if used > max_bytes or entries > max_entries:
+                        return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False
 
 
 # --- the runner ----------------------------------------------------------------------------------
@@ -694,7 +744,7 @@ def _landlock(read_paths: list[str], workdir: str) -> None:
 class _Bpf:
     """A tiny classic-BPF assembler with labels (jump offsets are resolved at the end)."""
 
-    LD_ABS, JEQ, JSET, JGE, JA, RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
+    LD_ABS, JEQ, JSET, JGE, JA, RET, AND = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06, 0x54
 
     def __init__(self) -> None:
         self.insns: list[tuple[int, object, object, int]] = []
@@ -786,6 +836,15 @@ def _seccomp(mode: str) -> None:
         bpf.at(deny)
         bpf.ret(deny_errno)
 
+    def owner_rwx(i: int) -> None:
+        deny = bpf.new()
+        bpf.load_arg(i)
+        bpf.op(_Bpf.AND, 0o700)
+        bpf.op(_Bpf.JEQ, 0o700, 0, deny)
+        bpf.ret(SECCOMP_RET_ALLOW)
+        bpf.at(deny)
+        bpf.ret(deny_errno)
+
     rule(TRIPWIRE_NR, returns(SECCOMP_RET_KILL_PROCESS))
     rule("clone3", returns(SECCOMP_RET_ERRNO | ENOSYS))  # glibc falls back to clone, checked below
 
@@ -808,6 +867,8 @@ def _seccomp(mode: str) -> None:
         for name in _NO_XATTR_READ:
             rule(name, returns(SECCOMP_RET_ERRNO | EOPNOTSUPP))
         rule("socketpair", lambda: chain((0, (AF_UNIX,), True)))
+        for name, mode_arg in (("mkdir", 1), ("mkdirat", 2)):
+            rule(name, lambda i=mode_arg: owner_rwx(i))  # folders the supervisor can measure
         rule("sendto", lambda: chain((4, (0,), True), (5, (0,), True)))  # no address: the peer only
         for name in _PID_ARG0:
             rule(name, lambda: chain((0, (0, me), True)))

@@ -351,7 +351,7 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         "fill_disk",
         'for i in range(1000):\n    with open(f"f{{i}}", "wb") as f:\n        f.write(b"x" * (1 << 20))\n'
         'print("ESCAPED")',
-        modes=(Isolation.NAMESPACES, Isolation.USERNS),  # the modes with a disk quota (a tmpfs)
+        modes=_STRONG,  # a tmpfs of disk_mb, or (landlock) the supervisor's measure
     ),
 )
 """Every attempt (see the module docstring)."""

@@ -149,8 +149,10 @@ _LIMITATIONS: dict[Isolation, str] = {
         "runs as the caller's user id in the host's namespaces: it can stat any path whose folders "
         "it may search (existence, size, mode, owner, times) and so learn which process ids exist "
         "(stat of /proc/<pid>), seccomp cannot see paths and Landlock has no right for it; the "
-        "working folder is on the host's disk, bounded per file (file_mb) but not in total; it may "
-        "not chmod or utime even its own files; shares the host kernel"
+        "working folder is on the host's disk, its size (disk_mb, inodes) measured by the supervisor "
+        "every 0.1 s, so a fast writer may overshoot by what it writes in that time before it is "
+        "killed; it may not chmod or utime even its own files, nor make a folder without u+rwx; "
+        "shares the host kernel"
     ),
     Isolation.RLIMITS: "not a security boundary: the code can read, write and reach what the caller can",
 }
@@ -196,9 +198,10 @@ class SandboxLimits:
     file_mb: int = 16
     """Largest file the code may write (``RLIMIT_FSIZE``)."""
     disk_mb: int = 32
-    """Size of the working folder (``namespaces`` and ``userns`` modes: a tmpfs of this size)."""
+    """Size of the working folder (``namespaces`` and ``userns`` modes: a tmpfs of this size;
+    ``landlock``: measured by the supervisor every 0.1 s, the run killed when over)."""
     inodes: int = 2048
-    """Files and folders the working folder may hold (``namespaces`` and ``userns`` modes)."""
+    """Files and folders the working folder may hold (enforced like ``disk_mb``)."""
     max_processes: int = 4
     """Processes and threads of a run (``namespaces`` and ``userns`` modes; ``landlock`` allows no
     new process). The memory of a run is bounded by ``max_processes * memory_mb + disk_mb``."""
@@ -762,6 +765,11 @@ class _Run:
             return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
         if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
+        if final.get("disk"):
+            return result(
+                RunStatus.ERROR,
+                f"disk limit of {limits.disk_mb} MB or {limits.inodes} files exceeded (killed)",
+            )
         # every other status is the supervisor's observation: what its setup reported before the
         # code ran (on a pipe closed before it), and how the runner ended (wait4), never text
         if setup is not None:
