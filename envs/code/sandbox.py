@@ -455,7 +455,10 @@ class Sandbox:
 
     # --- isolation -------------------------------------------------------------------------
     async def isolation(self) -> Isolation:
-        """The mode runs use (resolving ``auto`` probes the machine once per process).
+        """The mode runs use (resolving ``auto`` probes the machine once per process); its
+        :attr:`~Isolation.guarantees` and :attr:`~Isolation.limitations` say what it holds and what
+        it does not. ``auto`` warns (:class:`SandboxWarning`, once per process) when it falls back
+        to ``landlock``.
 
         Raises:
             SandboxUnavailable: the requested mode (or, for ``auto``, every strong mode) does not
