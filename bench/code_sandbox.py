@@ -354,12 +354,10 @@ for _ in range({max_processes} - 1):
             os._exit(0)
     except OSError:
         break
-i = 0
 try:
-    while True:
+    for i in range(max(1, ({disk_mb} - 1) // {file_mb})):  # its folder, short of the disk limit
         with open(f"f{{i}}", "wb") as f:
             f.write(b"z" * ({file_mb} << 20))
-        i += 1
 except OSError:
     pass
 hold()
@@ -416,7 +414,10 @@ async def memory_section(isolation: Isolation = Isolation.AUTO) -> tuple[float, 
     )
     mode = await sandbox.isolation()
     code = MEMORY_HOG.format(
-        memory_mb=limits.memory_mb, max_processes=limits.max_processes, file_mb=limits.file_mb
+        memory_mb=limits.memory_mb,
+        max_processes=limits.max_processes,
+        file_mb=limits.file_mb,
+        disk_mb=limits.disk_mb,
     )
     accounted: list[float] = []
     available: list[float] = []
