@@ -17,7 +17,8 @@ one run, alternating the two conditions:
 - ``two pools``: another thread has run one parallel op (a 512 x 512 product) and is still alive
   (as the trainer's or a sampler's thread was, before); it exits afterwards, which frees its pool.
 
-Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]``. It imports the backend before
+Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]`` (``--quick``: the tiny test model,
+two rounds; no figure to compare). It imports the backend before
 torch, as the main job does, so libgomp spins as the backend ships (``GOMP_SPINCOUNT=10000``,
 ``backend/_openmp.py``); ``GOMP_SPINCOUNT=300000`` in the environment gives libgomp's default. With
 more pool threads than cores libgomp spins 100 times either way. The last line is
@@ -48,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # backend before torch, as the main job imports it: it sets GOMP_SPINCOUNT (backend/_openmp.py).
-from backend import SMOLLM2, LocalServiceClient, LocalTrainingClient, load_tokenizer  # noqa: I001
+from backend import SMOLLM2, TINY, LocalServiceClient, LocalTrainingClient, load_tokenizer  # noqa: I001
 import torch
 from tinker import types
 
@@ -114,12 +115,15 @@ def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput]) -
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="two rounds instead of three")
+    ap.add_argument(
+        "--quick", action="store_true", help="the tiny test model, two rounds instead of three (a smoke run)"
+    )
     args = ap.parse_args()
     rounds = 2 if args.quick else 3
+    model = TINY if args.quick else SMOLLM2
 
     service = LocalServiceClient(compute_dtype="auto", seed=0)
-    trainer = service.create_lora_training_client(SMOLLM2, rank=16, seed=0).result()
+    trainer = service.create_lora_training_client(model, rank=16, seed=0).result()
     tok = load_tokenizer()
     prompts = [
         types.ModelInput.from_ints(tok.encode(f"Think of a word. Clue {i}: it is in the kitchen. Guess?"))

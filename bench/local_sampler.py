@@ -17,7 +17,8 @@ The peer (and every other torch call of this script) runs on the backend's compu
 ours does, so the process has one OpenMP thread pool (a second one slows both sides: see
 ``bench/compute_thread.py``).
 
-Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]``. The last line is
+Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]`` (``--quick``: the tiny test model,
+8 x 3 x 8; no figure to compare). The last line is
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> ratio_prefill_tokens_reuse_vs_none=<z>``
 (goals: x >= 3 and y >= 0.4 on 32 x 8 x 16).
 
@@ -61,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from tinker import types
 
-from backend import SMOLLM2, LocalSamplingClient, LocalServiceClient, load_tokenizer
+from backend import SMOLLM2, TINY, LocalSamplingClient, LocalServiceClient, load_tokenizer
 from backend.local._device import run as on_compute_thread
 from backend.local._weights import pristine_base
 
@@ -206,7 +207,11 @@ def conversation_prefill(sampler: LocalSamplingClient, tok, turns: int, reply_to
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 conversations x 3 turns x 8 tokens")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="the tiny test model, 8 conversations x 3 turns x 8 tokens, dynamic cache",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=32)
     ap.add_argument("--turns", type=int, default=8)
@@ -214,15 +219,17 @@ def main() -> int:
     ap.add_argument("--hf-caches", default="dynamic,static", help="cache implementations of generate to try")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    model_name = SMOLLM2
     if args.quick:
         args.conversations, args.turns, args.tokens = 8, 3, 8
+        model_name, args.hf_caches = TINY, "dynamic"
     load = os.getloadavg()
     print(
         f"machine: {os.cpu_count()} CPUs, {args.threads} threads, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     tok = load_tokenizer()
-    model = on_compute_thread(lambda: pristine_base(SMOLLM2))
-    sampler = LocalServiceClient().create_sampling_client(base_model=SMOLLM2).result()
+    model = on_compute_thread(lambda: pristine_base(model_name))
+    sampler = LocalServiceClient().create_sampling_client(base_model=model_name).result()
     work = Workload(tok, args.conversations, args.turns, args.tokens)
     warm = Workload(tok, min(8, args.conversations), 2, args.tokens)
     caches = [c for c in args.hf_caches.split(",") if c]
@@ -271,7 +278,7 @@ def main() -> int:
 
     gap = logprob_gap(sampler, model, work)
     print(f"max_abs_logprob_gap_sampler_vs_forward={gap:.2e}")
-    plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=SMOLLM2).result()
+    plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=model_name).result()
     turns, reply = (4, 8) if args.quick else (10, 24)
     pre_r = conversation_prefill(sampler, tok, turns, reply)
     pre_n = conversation_prefill(plain, tok, turns, reply)

@@ -67,8 +67,8 @@ steps on 8 games and one RL step: it proves the pipeline, not learning).
 ``--runs DIR [DIR ...]`` reads finished run folders instead (e.g. ``make train``'s with
 ``ARGS="seed=1 log_path=..."``), prints the same per-run and last lines, and trains nothing.
 
-``--quick`` runs the same pipeline on one seed in a few minutes (a tiny warm start, one RL step,
-8 evaluation games) to prove it works end to end; it says nothing about learning. Any
+``--quick`` runs the same pipeline on one seed of the tiny test model in seconds (a tiny warm start,
+one RL step, 8 evaluation games) to prove it works end to end; it says nothing about learning. Any
 ``key=value`` argument is passed to the training config of every seed (``learning_rate=5e-4``,
 ``max_steps=30``, ``warm_start.episodes=0``...).
 """
@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 QUICK = {
+    "model_name": "turngym/tiny-random-llama",
     "max_steps": "1",
     "batch_size": "2",
     "group_size": "4",
