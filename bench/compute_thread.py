@@ -25,14 +25,7 @@ more pool threads than cores libgomp spins 100 times either way. The last line i
 ``ratio_train_two_vs_one_pool=<x> ratio_sample_two_vs_one_pool=<y>`` (seconds with a second
 pool over seconds with one: how much slower the old layout was).
 
-Measured (Intel Xeon with AMX, 2 cores, bfloat16 as ``auto`` chose, idle, best of 3 rounds each):
-- as shipped (2026-12-05, session 13): train 16.28 s with one pool, 19.94 s with two; sample
-  2.97 s against 6.24 s: ``ratio_train_two_vs_one_pool=1.22 ratio_sample_two_vs_one_pool=2.11``;
-- libgomp's default spin, same hour: train 15.52 / 19.76 s, sample 2.95 / 6.39 s (1.27, 2.17);
-- an earlier run at the default spin (session 12, when torch was imported first here): train
-  14.50 / 19.24 s, sample 2.96 / 6.02 s (1.33, 2.04).
-``make train`` went from 11.7 to 8.4 min with the compute thread, with the same figures (the
-arithmetic is unchanged).
+The figures measured so far are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations

@@ -22,28 +22,7 @@ Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]`` (``--quick``: th
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> ratio_prefill_tokens_reuse_vs_none=<z>``
 (goals: x >= 3 and y >= 0.4 on 32 x 8 x 16).
 
-Measured (float32 on both sides, 2 threads, warmed up, interleaved):
-
-- AMD EPYC (Zen 5, no AMX), idle, the oneDNN sampler on its branch (2026-12-04):
-  ``ratio_vs_hf_batched=4.79 fraction_of_forward_throughput=0.432 ratio_prefill_tokens_reuse_vs_none=0.119``
-  (before oneDNN, MKL products: fraction ~0.22-0.27).
-- Intel Xeon with AMX, idle (load 0.2 at the start, 1.7 at the end), 2026-12-04 evening, main at
-  e8b30f8: forward 801-803 tok/s; ``generate`` 55.2 (dynamic cache) / 58.3 (static) tok/s; ours
-  147.0 / 147.2 tok/s (120 decode steps at batch 32 in 17.4 s: 145 ms a step; 4410 tokens prefilled
-  in 8.8 s, 33190 reused); logprob gap 2.3e-05:
-  ``ratio_vs_hf_batched=2.52 fraction_of_forward_throughput=0.183 ratio_prefill_tokens_reuse_vs_none=0.119``.
-  Neither goal holds on this CPU in float32: MKL's float32 products are already fast here (the
-  forward runs at 801 tok/s against ~630 on the AMD), so oneDNN's prepacking gains little, and
-  decoding 32 rows a step is far from a 4 x 256 forward's efficiency. bfloat16 (2-3x faster on
-  AMX, the dtype ``auto`` picks there) was not benchmarked on both sides.
-- Intel Xeon with AMX, idle, 2026-12-05, main at e8a9763 (all torch work on the backend's compute
-  thread, the peer's too: one OpenMP pool; the run above had several, both sides throttled):
-  forward 935-947 tok/s; ``generate`` 61.4 (dynamic cache) / 62.0 (static) tok/s; ours 215.4 /
-  211.4 tok/s (120 decode steps at batch 32 in 12.7 s: 106 ms a step; 4410 tokens prefilled in
-  5.0 s, 33190 reused); logprob gap 6.9e-04 (2.3e-05 above; not looked into: a lone check of one
-  sequence gave 3.2e-05, with the clean forward on either thread):
-  ``ratio_vs_hf_batched=3.48 fraction_of_forward_throughput=0.228 ratio_prefill_tokens_reuse_vs_none=0.121``.
-  The first goal now holds on this CPU too; the second does not.
+The figures measured so far, by machine, are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
