@@ -18,7 +18,7 @@ one run, alternating the two conditions:
   (as the trainer's or a sampler's thread was, before); it exits afterwards, which frees its pool.
 
 Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]`` (``--quick``: the tiny test model,
-two rounds; no figure to compare). It imports the backend before
+a small batch, one round; no figure to compare). It imports the backend before
 torch, as the main job does, so libgomp spins as the backend ships (``GOMP_SPINCOUNT=10000``,
 ``backend/_openmp.py``); ``GOMP_SPINCOUNT=300000`` in the environment gives libgomp's default. With
 more pool threads than cores libgomp spins 100 times either way. The last line is
@@ -69,10 +69,10 @@ class SecondPool:
         self._thread.join()
 
 
-def rl_batch(seed: int = 0) -> list[types.Datum]:
+def rl_batch(seed: int = 0, datums: int = 40) -> list[types.Datum]:
     rng = random.Random(seed)
     data = []
-    for _ in range(40):
+    for _ in range(datums):
         n = rng.randrange(90, 190)
         tokens = [rng.randrange(1000, 20000) for _ in range(n)]
         adv = [0.0] * (n - 30) + [rng.choice([-0.5, 0.5]) for _ in range(30)]
@@ -96,11 +96,11 @@ def time_train(trainer: LocalTrainingClient, data: list[types.Datum]) -> float:
     return time.perf_counter() - t0
 
 
-def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput]) -> float:
+def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput], samples: int = 8) -> float:
     sampler = trainer.save_weights_and_get_sampling_client().result()
     params = types.SamplingParams(max_tokens=24, temperature=0.8, stop=[], seed=None)
     t0 = time.perf_counter()
-    futures = [sampler.sample(p, 8, params) for p in prompts]
+    futures = [sampler.sample(p, samples, params) for p in prompts]
     for f in futures:
         f.result()
     return time.perf_counter() - t0
@@ -109,27 +109,28 @@ def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput]) -
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument(
-        "--quick", action="store_true", help="the tiny test model, two rounds instead of three (a smoke run)"
+        "--quick",
+        action="store_true",
+        help="the tiny test model, 4 datums, 2 x 4 samples, one round (a smoke run)",
     )
     args = ap.parse_args()
-    rounds = 2 if args.quick else 3
-    model = TINY if args.quick else SMOLLM2
+    rounds, model, n_datums, n_prompts, samples = (1, TINY, 4, 2, 4) if args.quick else (3, SMOLLM2, 40, 8, 8)
 
     service = LocalServiceClient(compute_dtype="auto", seed=0)
     trainer = service.create_lora_training_client(model, rank=16, seed=0).result()
     tok = load_tokenizer()
     prompts = [
         types.ModelInput.from_ints(tok.encode(f"Think of a word. Clue {i}: it is in the kitchen. Guess?"))
-        for i in range(8)
+        for i in range(n_prompts)
     ]
-    data = rl_batch()
+    data = rl_batch(datums=n_datums)
     print(
         f"compute dtype {service.compute_dtype}, {torch.get_num_threads()} threads, "
         f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
-        f"{sum(d.model_input.length for d in data)} training tokens, 64 x 24 sampled tokens"
+        f"{sum(d.model_input.length for d in data)} training tokens, {n_prompts * samples} x 24 sampled tokens"
     )
     time_train(trainer, data)  # warm-up: first-call allocations, kernel selection
-    time_sample(trainer, prompts)
+    time_sample(trainer, prompts, samples)
 
     best: dict[tuple[str, str], float] = {}
     for r in range(rounds):
@@ -137,7 +138,7 @@ def main() -> int:
             extra = SecondPool() if condition == "two pools" else None
             try:
                 train_s = time_train(trainer, data)
-                sample_s = time_sample(trainer, prompts)
+                sample_s = time_sample(trainer, prompts, samples)
             finally:
                 if extra is not None:
                     extra.close()

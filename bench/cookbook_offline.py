@@ -52,7 +52,7 @@ def run_rl(out: Path, model: str, quick: bool) -> int:
         learning_rate=1e-4,
         dataset_builder=TwentyQuestionsDatasetBuilder(
             batch_size=2,
-            group_size=4,
+            group_size=2 if quick else 4,
             model_name_for_tokenizer=model,
             renderer_name=RENDERER,
             num_batches=2,
@@ -108,7 +108,16 @@ def run_dpo(out: Path, model: str, quick: bool) -> dict:
         import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
 
     extra = (
-        {"judge": "scripted:longer", "sft_steps": 2, "groups_per_prompt": 1, "max_tokens": 8, "dpo_epochs": 1}
+        {
+            "judge": "scripted:longer",
+            "sft_steps": 2,
+            "groups_per_prompt": 1,
+            "group_size": 2,
+            "pairs_per_group": 1,
+            "n_test_prompts": 4,
+            "max_tokens": 8,
+            "dpo_epochs": 1,
+        }
         if quick
         else {}
     )

@@ -18,7 +18,7 @@ ours does, so the process has one OpenMP thread pool (a second one slows both si
 ``bench/compute_thread.py``).
 
 Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]`` (``--quick``: the tiny test model,
-8 x 3 x 8; no figure to compare). The last line is
+4 x 2 x 4; no figure to compare). The last line is
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> ratio_prefill_tokens_reuse_vs_none=<z>``
 (goals: x >= 3 and y >= 0.4 on 32 x 8 x 16).
 
@@ -189,7 +189,7 @@ def main() -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="the tiny test model, 8 conversations x 3 turns x 8 tokens, dynamic cache",
+        help="the tiny test model, 4 conversations x 2 turns x 4 tokens, dynamic cache",
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=32)
@@ -200,7 +200,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     model_name = SMOLLM2
     if args.quick:
-        args.conversations, args.turns, args.tokens = 8, 3, 8
+        args.conversations, args.turns, args.tokens = 4, 2, 4
         model_name, args.hf_caches = TINY, "dynamic"
     load = os.getloadavg()
     print(
@@ -258,7 +258,7 @@ def main() -> int:
     gap = logprob_gap(sampler, model, work)
     print(f"max_abs_logprob_gap_sampler_vs_forward={gap:.2e}")
     plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=model_name).result()
-    turns, reply = (4, 8) if args.quick else (10, 24)
+    turns, reply = (3, 4) if args.quick else (10, 24)
     pre_r = conversation_prefill(sampler, tok, turns, reply)
     pre_n = conversation_prefill(plain, tok, turns, reply)
     print(f"conversation of {turns} turns: prefilled {pre_r} tokens with reuse, {pre_n} without")
