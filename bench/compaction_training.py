@@ -34,7 +34,8 @@ thinking_turn_fraction=<z> reward_gap_compact_vs_strip=<d>`` (``z``: the lowest 
 ways' post-warm-start fractions; ``d``: held-out reward after RL, compact minus strip). Goals
 (issue #13): ``x <= 0.5`` and ``y <= 0.5`` on episodes of >= 6 turns, ``z >= 0.8``, ``d >= -0.05``.
 
-``--quick`` runs the same pipeline on the tiny random model in a few minutes (no learning claim).
+``--quick`` runs the same pipeline on the tiny random model, 4-problem episodes compacted every 2
+turns (no learning claim).
 Any ``key=value`` argument is passed to every way's training config.
 
 Compaction saves trained tokens, not sampling: the local sampler reuses the longest cached
@@ -82,8 +83,9 @@ COMMON = {
 }
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
-    "max_tokens": "80",
-    "n_test": "24",
+    "env.problems_per_episode": "4",
+    "max_tokens": "24",
+    "n_test": "8",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
@@ -153,14 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python bench/compaction_training.py", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model, a few minutes, no learning claim")
-    parser.add_argument("--period", type=int, default=4, help="compaction period N of the compact way")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, 4-problem episodes, period 2: no learning claim"
+    )
+    parser.add_argument(
+        "--period", type=int, default=None, help="compaction period N of the compact way (default 4; 2 quick)"
+    )
     parser.add_argument("--ways", default="kept,compact,strip", help="which ways to run (comma separated)")
     parser.add_argument(
         "--out", default=None, help="run folder (default runs/bench/compaction_training/<time>)"
     )
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides (every way)")
     args = parser.parse_args(argv)
+    if args.period is None:
+        args.period = 2 if args.quick else 4
 
     import training
     from envs.math.train import MathTrainConfig
