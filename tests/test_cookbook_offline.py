@@ -176,7 +176,7 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         asyncio.run(rl_train.main(rl))
         # The README's example, verbatim: the cookbook's SL trainer inside its own (nested) block.
         readme: dict = {}
-        exec(compile(readme_block("example:cookbook"), "README.md", "exec"), readme)
+        exec(compile(readme_block("example:cookbook"), "docs/backend.md", "exec"), readme)
         readme["run_sft"](str(chat), str(out / "sl"), model_name=TINY)
         sl_final = rows(out / "sl" / "checkpoints.jsonl")[-1]["state_path"]
         dpo = train_dpo.Config(
