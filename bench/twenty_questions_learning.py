@@ -5,7 +5,8 @@ words in 4 turns, so enumerating them wins at most half the games; free question
 supervised warm start on a halving scripted player, too short to learn it; then RL) once per seed (``--seeds 0,1,2``), each
 in a fresh run folder, and reads each run's held-out evaluations (the same 64 games every time):
 step 0 is right after the warm start, the last one after RL. See the module docstring of
-``envs/twenty_questions/train.py`` for the setting, the design and the measured figures.
+``envs/twenty_questions/train.py`` for the setting and the design, ``envs/twenty_questions/NOTES.md``
+for the figures measured per seed.
 
 Per seed it prints the held-out win rate after the warm start and after RL, RL's own gain (the
 difference), the question-turn fraction after RL and the minutes the run took (with the machine
