@@ -34,66 +34,14 @@ thinking_turn_fraction=<z> reward_gap_compact_vs_strip=<d>`` (``z``: the lowest 
 ways' post-warm-start fractions; ``d``: held-out reward after RL, compact minus strip). Goals
 (issue #13): ``x <= 0.5`` and ``y <= 0.5`` on episodes of >= 6 turns, ``z >= 0.8``, ``d >= -0.05``.
 
-``--quick`` runs the same pipeline on the tiny random model in a few minutes (no learning claim).
+``--quick`` runs the same pipeline on the tiny random model, 4-problem episodes compacted every 2
+turns (no learning claim).
 Any ``key=value`` argument is passed to every way's training config.
 
-Measured on the 2-core dev machine (SmolLM2-135M, CPU, run with ``nice -n 10`` in its own
-autogroup beside another session's tests and training: load average 2-3.6), 3 December 2026.
-The default (8 problems, period 4; 24 scripted episodes, 8 warm-start steps of 3 episodes; 3 RL
-steps of 2 groups x 2; 6 held-out 8-problem episodes, greedy), 30.0 min wall, 24.2 min CPU, peak
-RSS 9.5 GB, load 0.1 (1 min) / 2.1 (15 min) at the start, 2.6-3.5 during, 3.3 at the end::
-
-    way      turns/ep trained tok/ep datums/ep prefill tok/ep no-reuse tok/ep s/step think(ws) think(rl) reward(ws) reward(rl)
-    kept          8.0            823      1.00            406            3659   79.6      0.98      0.98      0.204      0.158
-    compact       8.0           1149      1.92            638            3386   86.3      1.00      1.00      0.125      0.104
-    strip         8.0           2641      7.08            474            2931  102.2      0.98      0.98      0.163      0.183
-    ratio_trained_tokens_compact_vs_strip=0.435 ratio_prefill_tokens_compact_vs_strip=1.346 thinking_turn_fraction=0.979 reward_gap_compact_vs_strip=-0.079
-
-(per way 8.4, 8.4 and 13.1 min; warm starts 136, 129 and 380 s). With six problems and period 3
-(``env.problems_per_episode=6 --period 3 warm_start.episodes=32 warm_start.batch_size=4``, 8
-held-out episodes), 22.4 min wall, 18.8 min CPU, load 1.9 at the start, 3.3 at the end::
-
-    kept          6.0            612      1.00            295            2091   40.1      0.98      0.98      0.246      0.267
-    compact       6.0            890      1.92            463            2055   49.4      1.00      0.98      0.167      0.183
-    strip         6.0           1548      6.00            339            1548   54.9      1.00      1.00      0.229      0.188
-    ratio_trained_tokens_compact_vs_strip=0.575 ratio_prefill_tokens_compact_vs_strip=1.364 thinking_turn_fraction=0.979 reward_gap_compact_vs_strip=-0.004
-
-Measured again 4 December 2026 on an Intel Xeon with AMX (bfloat16, the oneDNN sampler, the
-engine of that evening), the default with a larger held-out set (``n_test=160``: 20 held-out
-8-problem episodes, 160 problems, one problem = 0.00625 of reward), 45.3 min wall, 45.1 min CPU,
-beside one or two training runs (load 3-3.5)::
-
-    way      turns/ep trained tok/ep datums/ep prefill tok/ep no-reuse tok/ep s/step think(ws) think(rl) reward(ws) reward(rl)
-    kept          8.0            890      1.00            394            3945   94.8      0.99      1.00      0.216      0.230
-    compact       8.0           1209      2.00            640            3458  124.5      1.00      1.00      0.199      0.189
-    strip         8.0           2330      6.42            463            3023  132.9      0.98      0.95      0.145      0.126
-    ratio_trained_tokens_compact_vs_strip=0.519 ratio_prefill_tokens_compact_vs_strip=1.384 thinking_turn_fraction=0.981 reward_gap_compact_vs_strip=0.062
-
-On 160 problems the compacted way scores above the stripped one (+0.062 after RL, +0.054 after
-the warm start): the reward goal (>= -0.05) holds where it is measured on enough problems. The
-trained-token ratio is 0.519 here against 0.435 on the AMD run: the stripped way's sampled
-episodes ended early more often (6.42 datums per 8-turn episode against 7.08), which shortens the
-denominator; the ratio sits at the 0.5 goal, not clearly below it, at 8 turns and period 4. The
-prefill ratio (1.38) is as before: see below.
-
-What it shows:
-
-- thinking: every way thinks in 98-100% of the held-out turns after the warm start (a ``<think>``
-  block cut off by ``max_tokens`` does not count). Before ``warm_start.batch_size`` counted whole
-  episodes it counted sequences, and the strip way (one sequence per turn) trained on a sixth of
-  what the kept way did: it thought in 0.44 of its turns, looping inside ``<think>`` until cut.
-- trained tokens: the strip way trains every turn's history again; compaction only at window
-  starts. The ratio falls towards 1/N as episodes grow: 0.575 at 6 turns / period 3, 0.435 at 8
-  turns / period 4 (goal <= 0.5 met there, not at 6 turns).
-- prefill: not met, and not reachable here. The local sampler reuses the longest cached prefix,
-  so stripping the thinking of the last turn costs only the tokens after it (the stripped answer
-  and the next question); a compaction re-renders the history from the first thinking turn on and
-  keeps thinking inside its window, so it prefills more than the strip way (ratio 1.35; without
-  any reuse also more, the no-reuse column). Compaction saves trained tokens, not sampling.
-- reward: 6-8 held-out episodes are 48 problems (one problem = 0.021 of reward) and 3 RL steps
-  barely move the policy (most groups have one reward: no datum); the gaps (-0.004, -0.079) are
-  mostly the warm starts' (-0.062, -0.038) and within a few problems. The goal (>= -0.05) is met
-  at 6 turns, not at 8.
+Compaction saves trained tokens, not sampling: the local sampler reuses the longest cached
+prefix, so stripping the last turn's thinking costs only the tokens after it, while a compaction
+re-renders the window. The figures measured so far, and what they show, are in
+``docs/measurements.md``.
 """
 
 from __future__ import annotations
@@ -135,8 +83,9 @@ COMMON = {
 }
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
-    "max_tokens": "80",
-    "n_test": "24",
+    "env.problems_per_episode": "4",
+    "max_tokens": "24",
+    "n_test": "8",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
@@ -206,14 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python bench/compaction_training.py", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model, a few minutes, no learning claim")
-    parser.add_argument("--period", type=int, default=4, help="compaction period N of the compact way")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, 4-problem episodes, period 2: no learning claim"
+    )
+    parser.add_argument(
+        "--period", type=int, default=None, help="compaction period N of the compact way (default 4; 2 quick)"
+    )
     parser.add_argument("--ways", default="kept,compact,strip", help="which ways to run (comma separated)")
     parser.add_argument(
         "--out", default=None, help="run folder (default runs/bench/compaction_training/<time>)"
     )
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides (every way)")
     args = parser.parse_args(argv)
+    if args.period is None:
+        args.period = 2 if args.quick else 4
 
     import training
     from envs.math.train import MathTrainConfig

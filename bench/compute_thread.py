@@ -17,21 +17,15 @@ one run, alternating the two conditions:
 - ``two pools``: another thread has run one parallel op (a 512 x 512 product) and is still alive
   (as the trainer's or a sampler's thread was, before); it exits afterwards, which frees its pool.
 
-Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]``. It imports the backend before
+Run: ``nice .venv/bin/python bench/compute_thread.py [--quick]`` (``--quick``: the tiny test model,
+a small batch, one round; no figure to compare). It imports the backend before
 torch, as the main job does, so libgomp spins as the backend ships (``GOMP_SPINCOUNT=10000``,
 ``backend/_openmp.py``); ``GOMP_SPINCOUNT=300000`` in the environment gives libgomp's default. With
 more pool threads than cores libgomp spins 100 times either way. The last line is
 ``ratio_train_two_vs_one_pool=<x> ratio_sample_two_vs_one_pool=<y>`` (seconds with a second
 pool over seconds with one: how much slower the old layout was).
 
-Measured (Intel Xeon with AMX, 2 cores, bfloat16 as ``auto`` chose, idle, best of 3 rounds each):
-- as shipped (2026-12-05, session 13): train 16.28 s with one pool, 19.94 s with two; sample
-  2.97 s against 6.24 s: ``ratio_train_two_vs_one_pool=1.22 ratio_sample_two_vs_one_pool=2.11``;
-- libgomp's default spin, same hour: train 15.52 / 19.76 s, sample 2.95 / 6.39 s (1.27, 2.17);
-- an earlier run at the default spin (session 12, when torch was imported first here): train
-  14.50 / 19.24 s, sample 2.96 / 6.02 s (1.33, 2.04).
-``make train`` went from 11.7 to 8.4 min with the compute thread, with the same figures (the
-arithmetic is unchanged).
+The figures measured so far are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
@@ -48,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # backend before torch, as the main job imports it: it sets GOMP_SPINCOUNT (backend/_openmp.py).
-from backend import SMOLLM2, LocalServiceClient, LocalTrainingClient, load_tokenizer  # noqa: I001
+from backend import SMOLLM2, TINY, LocalServiceClient, LocalTrainingClient, load_tokenizer  # noqa: I001
 import torch
 from tinker import types
 
@@ -75,10 +69,10 @@ class SecondPool:
         self._thread.join()
 
 
-def rl_batch(seed: int = 0) -> list[types.Datum]:
+def rl_batch(seed: int = 0, datums: int = 40) -> list[types.Datum]:
     rng = random.Random(seed)
     data = []
-    for _ in range(40):
+    for _ in range(datums):
         n = rng.randrange(90, 190)
         tokens = [rng.randrange(1000, 20000) for _ in range(n)]
         adv = [0.0] * (n - 30) + [rng.choice([-0.5, 0.5]) for _ in range(30)]
@@ -102,11 +96,11 @@ def time_train(trainer: LocalTrainingClient, data: list[types.Datum]) -> float:
     return time.perf_counter() - t0
 
 
-def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput]) -> float:
+def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput], samples: int = 8) -> float:
     sampler = trainer.save_weights_and_get_sampling_client().result()
     params = types.SamplingParams(max_tokens=24, temperature=0.8, stop=[], seed=None)
     t0 = time.perf_counter()
-    futures = [sampler.sample(p, 8, params) for p in prompts]
+    futures = [sampler.sample(p, samples, params) for p in prompts]
     for f in futures:
         f.result()
     return time.perf_counter() - t0
@@ -114,25 +108,29 @@ def time_sample(trainer: LocalTrainingClient, prompts: list[types.ModelInput]) -
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="two rounds instead of three")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="the tiny test model, 4 datums, 2 x 4 samples, one round (a smoke run)",
+    )
     args = ap.parse_args()
-    rounds = 2 if args.quick else 3
+    rounds, model, n_datums, n_prompts, samples = (1, TINY, 4, 2, 4) if args.quick else (3, SMOLLM2, 40, 8, 8)
 
     service = LocalServiceClient(compute_dtype="auto", seed=0)
-    trainer = service.create_lora_training_client(SMOLLM2, rank=16, seed=0).result()
+    trainer = service.create_lora_training_client(model, rank=16, seed=0).result()
     tok = load_tokenizer()
     prompts = [
         types.ModelInput.from_ints(tok.encode(f"Think of a word. Clue {i}: it is in the kitchen. Guess?"))
-        for i in range(8)
+        for i in range(n_prompts)
     ]
-    data = rl_batch()
+    data = rl_batch(datums=n_datums)
     print(
         f"compute dtype {service.compute_dtype}, {torch.get_num_threads()} threads, "
         f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
-        f"{sum(d.model_input.length for d in data)} training tokens, 64 x 24 sampled tokens"
+        f"{sum(d.model_input.length for d in data)} training tokens, {n_prompts * samples} x 24 sampled tokens"
     )
     time_train(trainer, data)  # warm-up: first-call allocations, kernel selection
-    time_sample(trainer, prompts)
+    time_sample(trainer, prompts, samples)
 
     best: dict[tuple[str, str], float] = {}
     for r in range(rounds):
@@ -140,7 +138,7 @@ def main() -> int:
             extra = SecondPool() if condition == "two pools" else None
             try:
                 train_s = time_train(trainer, data)
-                sample_s = time_sample(trainer, prompts)
+                sample_s = time_sample(trainer, prompts, samples)
             finally:
                 if extra is not None:
                     extra.close()

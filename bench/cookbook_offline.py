@@ -16,14 +16,7 @@ Run: ``nice .venv/bin/python bench/cookbook_offline.py [--out runs/bench_cookboo
 ``cookbook_rl_steps=<n> cookbook_sl_steps=<n> dpo_loss_first=<x> dpo_loss_last=<y>
 dpo_margin_gain=<z> inspect_samples=<n>`` (goals: >= 2, >= 2, last < first, gain > 0, >= 20).
 
-Figures (full run of commit 0cfe19c, 2 shared CPU cores, load 7.5 at start, 6.8 at end):
-``cookbook_rl_steps=2 cookbook_sl_steps=6 dpo_loss_first=0.6931 dpo_loss_last=0.6619
-dpo_margin_gain=0.6955 inspect_samples=20``, in 890 s (rl 171, sl 40, preference pipeline 655,
-inspect 25). (c): 96 train / 57 held-out pairs from the ``rules`` judge (identical on a rerun),
-12 DPO steps, train loss 0.6931 -> 0.6230, held-out accuracy 0.63. The stages that did not change
-ran 1.7x slower than in the previous recorded run (load 4.9: rl 99 s, sl 23 s, pipeline 458 s,
-600 s in all), so this run is about 530 s there. That run judged with the embedded SmolLM2-135M,
-whose verdicts are close to random: 33 / 12 pairs, held-out loss 0.6931 -> 0.7041, margin gain -0.21.
+The figures measured so far are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
@@ -59,7 +52,7 @@ def run_rl(out: Path, model: str, quick: bool) -> int:
         learning_rate=1e-4,
         dataset_builder=TwentyQuestionsDatasetBuilder(
             batch_size=2,
-            group_size=4,
+            group_size=2 if quick else 4,
             model_name_for_tokenizer=model,
             renderer_name=RENDERER,
             num_batches=2,
@@ -115,7 +108,16 @@ def run_dpo(out: Path, model: str, quick: bool) -> dict:
         import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
 
     extra = (
-        {"judge": "scripted:longer", "sft_steps": 2, "groups_per_prompt": 1, "max_tokens": 8, "dpo_epochs": 1}
+        {
+            "judge": "scripted:longer",
+            "sft_steps": 2,
+            "groups_per_prompt": 1,
+            "group_size": 2,
+            "pairs_per_group": 1,
+            "n_test_prompts": 4,
+            "max_tokens": 8,
+            "dpo_epochs": 1,
+        }
         if quick
         else {}
     )

@@ -16,6 +16,7 @@ which then reads ``actions=<n> crashes=<m> escapes=<k>``.
     python bench/fuzz_envs.py                  # every registered turngym/ id, 10k actions each
     python bench/fuzz_envs.py --actions 500 --env turngym/Math-v0
     python bench/fuzz_envs.py --actions 0 --env turngym/MathPython-v0   # the escape section alone
+    python bench/fuzz_envs.py --quick          # every env, 20 actions each, no escape attempts
 """
 
 from __future__ import annotations
@@ -59,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         default=30.0,
         help="seconds a step may block the loop (high: a loaded machine starves the process)",
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="20 actions per env, no escape attempts (a smoke run)"
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.actions, args.no_escapes = 20, True
     ids = args.env or list(ENV_IDS)
     unknown = [i for i in ids if i not in ENV_IDS]
     if unknown:

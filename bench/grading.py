@@ -1,6 +1,8 @@
 """Bench: 64 concurrent gradings (4 pathological) while the event loop's lag is sampled.
 
-    .venv/bin/python bench/grading.py [--workers 2] [--timeout 2.0] [--soft 0.8]
+    .venv/bin/python bench/grading.py [--workers 2] [--timeout 2.0] [--soft 0.8] [--quick]
+
+(``--quick``: 16 gradings, 4 of them pathological, with a 1 s timeout.)
 
 A sampler task sleeps 1 ms in a loop and records how late it wakes up: if grading blocked the
 event loop (a hung sympy call, a blocking pipe read, a process start) the lag would show it.
@@ -118,7 +120,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="grader worker processes")
     parser.add_argument("--timeout", type=float, default=2.0, help="hard timeout per check, seconds")
     parser.add_argument("--soft", type=float, default=0.8, help="soft timeout fraction (0: hard kill only)")
+    parser.add_argument("--quick", action="store_true", help="16 gradings, 1 s timeout (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.timeout = 16, 1.0
     config = GraderConfig(workers=args.workers, timeout_s=args.timeout, soft_timeout_fraction=args.soft)
     anyio.run(run, config, args.n)
 

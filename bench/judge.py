@@ -17,7 +17,8 @@ concurrency keeps the judge busy).
 Ends with ``ratio_wall_concurrent_vs_cookbook=<x>`` (at ``--groups``) and
 ``ratio_wall_concurrent_vs_cookbook_small=<y>`` (at ``--small-groups``); lower is better.
 
-Run: ``.venv/bin/python bench/judge.py [--groups 16 --small-groups 2 --group-size 4 --delay-ms 50 --max-concurrency N]``
+Run: ``.venv/bin/python bench/judge.py [--groups 16 --small-groups 2 --group-size 4 --delay-ms 50 --max-concurrency N] [--quick]``
+(``--quick``: 4 and 1 groups, 5 ms per comparison)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import tinker
 from tinker_cookbook.rl.types import Trajectory
 
 import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
+from backend import register_tokenizers
 from envs.judge import (
     JudgeConfig,
     JudgeTask,
@@ -93,7 +95,13 @@ def main() -> None:
     parser.add_argument(
         "--pattern", default=str(PairingScheme.BOTH_ORDERS), choices=[str(p) for p in PairingScheme]
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="4 and 1 groups, 5 ms per comparison (a smoke run)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.groups, args.small_groups, args.delay_ms = 4, 1, 5.0
+    register_tokenizers()  # the embedded tokenizer the groups' renderers load, offline
 
     cap = {"max_concurrency": args.max_concurrency} if args.max_concurrency else {}
     spec = f"scripted:sleep:{args.delay_ms:g}:prefers_a"

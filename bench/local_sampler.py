@@ -17,32 +17,12 @@ The peer (and every other torch call of this script) runs on the backend's compu
 ours does, so the process has one OpenMP thread pool (a second one slows both sides: see
 ``bench/compute_thread.py``).
 
-Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]``. The last line is
+Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]`` (``--quick``: the tiny test model,
+4 x 2 x 4; no figure to compare). The last line is
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> ratio_prefill_tokens_reuse_vs_none=<z>``
 (goals: x >= 3 and y >= 0.4 on 32 x 8 x 16).
 
-Measured (float32 on both sides, 2 threads, warmed up, interleaved):
-
-- AMD EPYC (Zen 5, no AMX), idle, the oneDNN sampler on its branch (2026-12-04):
-  ``ratio_vs_hf_batched=4.79 fraction_of_forward_throughput=0.432 ratio_prefill_tokens_reuse_vs_none=0.119``
-  (before oneDNN, MKL products: fraction ~0.22-0.27).
-- Intel Xeon with AMX, idle (load 0.2 at the start, 1.7 at the end), 2026-12-04 evening, main at
-  e8b30f8: forward 801-803 tok/s; ``generate`` 55.2 (dynamic cache) / 58.3 (static) tok/s; ours
-  147.0 / 147.2 tok/s (120 decode steps at batch 32 in 17.4 s: 145 ms a step; 4410 tokens prefilled
-  in 8.8 s, 33190 reused); logprob gap 2.3e-05:
-  ``ratio_vs_hf_batched=2.52 fraction_of_forward_throughput=0.183 ratio_prefill_tokens_reuse_vs_none=0.119``.
-  Neither goal holds on this CPU in float32: MKL's float32 products are already fast here (the
-  forward runs at 801 tok/s against ~630 on the AMD), so oneDNN's prepacking gains little, and
-  decoding 32 rows a step is far from a 4 x 256 forward's efficiency. bfloat16 (2-3x faster on
-  AMX, the dtype ``auto`` picks there) was not benchmarked on both sides.
-- Intel Xeon with AMX, idle, 2026-12-05, main at e8a9763 (all torch work on the backend's compute
-  thread, the peer's too: one OpenMP pool; the run above had several, both sides throttled):
-  forward 935-947 tok/s; ``generate`` 61.4 (dynamic cache) / 62.0 (static) tok/s; ours 215.4 /
-  211.4 tok/s (120 decode steps at batch 32 in 12.7 s: 106 ms a step; 4410 tokens prefilled in
-  5.0 s, 33190 reused); logprob gap 6.9e-04 (2.3e-05 above; not looked into: a lone check of one
-  sequence gave 3.2e-05, with the clean forward on either thread):
-  ``ratio_vs_hf_batched=3.48 fraction_of_forward_throughput=0.228 ratio_prefill_tokens_reuse_vs_none=0.121``.
-  The first goal now holds on this CPU too; the second does not.
+The figures measured so far, by machine, are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
@@ -61,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from tinker import types
 
-from backend import SMOLLM2, LocalSamplingClient, LocalServiceClient, load_tokenizer
+from backend import SMOLLM2, TINY, LocalSamplingClient, LocalServiceClient, load_tokenizer
 from backend.local._device import run as on_compute_thread
 from backend.local._weights import pristine_base
 
@@ -206,7 +186,11 @@ def conversation_prefill(sampler: LocalSamplingClient, tok, turns: int, reply_to
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 conversations x 3 turns x 8 tokens")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="the tiny test model, 4 conversations x 2 turns x 4 tokens, dynamic cache",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=32)
     ap.add_argument("--turns", type=int, default=8)
@@ -214,15 +198,17 @@ def main() -> int:
     ap.add_argument("--hf-caches", default="dynamic,static", help="cache implementations of generate to try")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    model_name = SMOLLM2
     if args.quick:
-        args.conversations, args.turns, args.tokens = 8, 3, 8
+        args.conversations, args.turns, args.tokens = 4, 2, 4
+        model_name, args.hf_caches = TINY, "dynamic"
     load = os.getloadavg()
     print(
         f"machine: {os.cpu_count()} CPUs, {args.threads} threads, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     tok = load_tokenizer()
-    model = on_compute_thread(lambda: pristine_base(SMOLLM2))
-    sampler = LocalServiceClient().create_sampling_client(base_model=SMOLLM2).result()
+    model = on_compute_thread(lambda: pristine_base(model_name))
+    sampler = LocalServiceClient().create_sampling_client(base_model=model_name).result()
     work = Workload(tok, args.conversations, args.turns, args.tokens)
     warm = Workload(tok, min(8, args.conversations), 2, args.tokens)
     caches = [c for c in args.hf_caches.split(",") if c]
@@ -271,8 +257,8 @@ def main() -> int:
 
     gap = logprob_gap(sampler, model, work)
     print(f"max_abs_logprob_gap_sampler_vs_forward={gap:.2e}")
-    plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=SMOLLM2).result()
-    turns, reply = (4, 8) if args.quick else (10, 24)
+    plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=model_name).result()
+    turns, reply = (3, 4) if args.quick else (10, 24)
     pre_r = conversation_prefill(sampler, tok, turns, reply)
     pre_n = conversation_prefill(plain, tok, turns, reply)
     print(f"conversation of {turns} turns: prefilled {pre_r} tokens with reuse, {pre_n} without")

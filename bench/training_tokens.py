@@ -9,7 +9,8 @@ cookbook's ``trajectory_to_data`` and the datums' tokens are counted:
 - compact every N: ``CompactingRenderer(qwen3, N)`` -> ceil(T/N) datums;
 - per turn: ``qwen3`` (strips thinking from history, like the HF template) -> T datums.
 
-Run: ``.venv/bin/python bench/training_tokens.py [--turns 20] [--period 4]``. The last line is
+Run: ``.venv/bin/python bench/training_tokens.py [--turns 20] [--period 4] [--quick]`` (``--quick``:
+8 turns). The last line is
 ``ratio_merged_vs_per_turn=<x> ratio_compact4_vs_per_turn=<y>`` (training tokens, lower = cheaper).
 """
 
@@ -33,7 +34,7 @@ from tinker_cookbook.renderers import Message, Renderer
 from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import InitialObservationOverflow, Trajectory, Transition
 
-from backend.model import SMOLLM2
+from backend.model import SMOLLM2, register_tokenizers
 from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Reply
 from renderers_ext import QWEN3_PRESERVE_THINKING, CompactingRenderer, load_renderer
 from renderers_ext.testing import assistant_indices, sampled_action
@@ -176,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--period", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="8 turns instead of --turns (a smoke run)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.turns = 8
+    register_tokenizers()  # the embedded tokenizer, offline (a fresh clone has no hub cache)
     conv = synthetic_conversation(args.turns)
     qwen3 = load_renderer("qwen3", SMOLLM2)
     rows = [

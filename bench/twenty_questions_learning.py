@@ -5,7 +5,8 @@ words in 4 turns, so enumerating them wins at most half the games; free question
 supervised warm start on a halving scripted player, too short to learn it; then RL) once per seed (``--seeds 0,1,2``), each
 in a fresh run folder, and reads each run's held-out evaluations (the same 64 games every time):
 step 0 is right after the warm start, the last one after RL. See the module docstring of
-``envs/twenty_questions/train.py`` for the setting, the design and the measured figures.
+``envs/twenty_questions/train.py`` for the setting and the design, ``envs/twenty_questions/NOTES.md``
+for the figures measured per seed.
 
 Per seed it prints the held-out win rate after the warm start and after RL, RL's own gain (the
 difference), the question-turn fraction after RL and the minutes the run took (with the machine
@@ -21,54 +22,13 @@ enumeration and holds by the setting: 4 turns for 8 words), ``b`` the lowest win
 ``p`` the lowest share of the turns before each game's final guess that were questions (the
 main job's goal: >= 0.5; two halving questions and a guess score 1.0 there, 0.67 on ``q``).
 
-Measured (2026-12-04 night, make train's default since then: the warm start and the held-out games
-the same for every seed, RL sampled at temperature 0.8; an Intel Xeon with AMX; the three seeds'
-runs read with ``--runs``; per seed in ``envs/twenty_questions/train.py``):
-``win_rate_warm_start=0.641 win_rate_after=0.844 rl_gain=+0.203 question_turn_fraction_after=0.564
-question_fraction_before_guess_after=0.785 seeds=3``
-(every goal of the main job holds on each seed; seed 0's gain with no game to spare; the bench's
-warm-start ceiling does not). The same line again on 2026-12-05 from runs of a fresh clone
-(``--runs`` on seeds 0-2); seeds 3 and 4, run after them, end at 0.828 (+0.188) and 0.859
-(+0.219). The 2026-12-04 runs at temperature 1: ``win_rate_after=0.766 rl_gain=+0.125`` (seed 1 drifted to one question,
-then listing: questions 0.43 of the turns before the final guess).
-
-Before that, each seed had its own warm start and held-out games.
-Measured (2026-12-04 evening, make train's default since then: lr 6e-4 decaying linearly, on an
-Intel Xeon with AMX, the oneDNN sampler; the three seeds' runs read with ``--runs``; per seed in
-``envs/twenty_questions/train.py``):
-``win_rate_warm_start=0.703 win_rate_after=0.828 rl_gain=+0.188 question_turn_fraction_after=0.559
-question_fraction_before_guess_after=0.776 seeds=3``
-(seed 1's gain +0.188 is one game short of +0.2; the warm-start ceiling <= 0.5 holds on seed 0
-only: 0.297 / 0.703 / 0.703). The previous default (lr 3e-4 constant), same machine:
-``win_rate_warm_start=0.703 win_rate_after=0.781 rl_gain=+0.141 question_turn_fraction_after=0.561
-question_fraction_before_guess_after=0.780 seeds=3``. Figures differ by machine; on an AMD EPYC:
-
-Measured (2026-12-04, make train's default on the 64 distinct held-out games: a warm start on the
-halving player with ``scripted_split_noise=0.3``, RL at lr 3e-4; the three seeds' runs read with
-``--runs``; per seed in ``envs/twenty_questions/train.py``):
-``win_rate_warm_start=0.688 win_rate_after=0.844 rl_gain=+0.203 question_turn_fraction_after=0.571
-question_fraction_before_guess_after=0.800 seeds=3``
-(worst seed per goal: seed 1 for the warm start, 0.688, and for the gain, +0.203: 13 more games
-won of 64, where 12 would fall below +0.2; seed 2 for the final win, 0.844; seed 0 for the questions). The warm-start ceiling
-(<= 0.5) holds on seed 0 only (0.375 / 0.688 / 0.594). The previous default (exact halving, lr
-2e-4), same day: ``win_rate_warm_start=0.766 win_rate_after=0.859 rl_gain=+0.094
-question_turn_fraction_after=0.559 question_fraction_before_guess_after=0.776 seeds=3``.
-Before 2026-12-04 the held-out games were 16 words x 4, 16 distinct games under greedy
-decoding; the figures below are on those.
-The previous default (4 words x 8 games, 24 steps), same day: ``win_rate_warm_start=0.750
-win_rate_after=0.812 rl_gain=+0.062 question_turn_fraction_after=0.508 seeds=3``; on
-2026-12-03, before runs were reproducible: ``win_rate_after=0.688 rl_gain=-0.062``.
-The previous default (a noisy scripted player, sampled evaluation; seed 0):
-``win_rate_warm_start=0.219 win_rate_after=0.484 rl_gain=+0.266 question_turn_fraction_after=0.332
-seeds=1``. Earlier, ``--quick`` (load ~20: 26.7 min wall, 234 CPU-s): ``win_rate_warm_start=0.000
-win_rate_after=0.125 rl_gain=+0.125 question_turn_fraction_after=0.031 seeds=1`` (2 warm-start
-steps on 8 games and one RL step: it proves the pipeline, not learning).
+The lines measured so far, by date and machine, are in ``docs/measurements.md``.
 
 ``--runs DIR [DIR ...]`` reads finished run folders instead (e.g. ``make train``'s with
 ``ARGS="seed=1 log_path=..."``), prints the same per-run and last lines, and trains nothing.
 
-``--quick`` runs the same pipeline on one seed in a few minutes (a tiny warm start, one RL step,
-8 evaluation games) to prove it works end to end; it says nothing about learning. Any
+``--quick`` runs the same pipeline on one seed of the tiny test model in seconds (a tiny warm start,
+one RL step, 8 evaluation games) to prove it works end to end; it says nothing about learning. Any
 ``key=value`` argument is passed to the training config of every seed (``learning_rate=5e-4``,
 ``max_steps=30``, ``warm_start.episodes=0``...).
 """
@@ -84,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 QUICK = {
+    "model_name": "turngym/tiny-random-llama",
     "max_steps": "1",
     "batch_size": "2",
     "group_size": "4",

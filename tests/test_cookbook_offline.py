@@ -25,9 +25,11 @@ RENDERER = "qwen3_instruct"
 
 
 def readme_block(marker: str) -> str:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """The python block after ``<!-- marker -->`` in the README or a docs/ page (docs/backend.md)."""
+    root = Path(__file__).resolve().parents[1]
+    text = "\n".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))])
     match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, f"README.md has no python block after <!-- {marker} -->"
+    assert match, f"neither README.md nor docs/ has a python block after <!-- {marker} -->"
     return match.group(1)
 
 
@@ -174,7 +176,7 @@ def cookbook_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         asyncio.run(rl_train.main(rl))
         # The README's example, verbatim: the cookbook's SL trainer inside its own (nested) block.
         readme: dict = {}
-        exec(compile(readme_block("example:cookbook"), "README.md", "exec"), readme)
+        exec(compile(readme_block("example:cookbook"), "docs/backend.md", "exec"), readme)
         readme["run_sft"](str(chat), str(out / "sl"), model_name=TINY)
         sl_final = rows(out / "sl" / "checkpoints.jsonl")[-1]["state_path"]
         dpo = train_dpo.Config(

@@ -173,10 +173,10 @@ def test_thinking_warm_start_then_two_compacted_rl_steps_on_the_tiny_model(tmp_p
     assert json.loads((run / "config.json").read_text())["compaction_period"] == 2
 
 
-def test_the_readme_thinking_command_parses() -> None:
-    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
-    match = re.search(r"`python -m envs\.math\.train (env\.thinking=true[^`]*)`", text)
-    assert match, "README.md lost the thinking command"
+def test_the_docs_thinking_command_parses() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    match = re.search(r"^python -m envs\.math\.train (env\.thinking=true.*)$", text, re.MULTILINE)
+    assert match, "docs/training.md lost the thinking command"
     config = training.parse_config(MathTrainConfig, match.group(1).split())
     assert config.env.thinking and config.env.problems_per_episode == 6 and config.compaction_period == 3
     assert config.warm_start.episodes > 0

@@ -1,12 +1,14 @@
-"""The README works verbatim: every python block and every shell command in it runs here.
+"""The README and docs/ work verbatim: every python block and every shell command in them runs here.
 
-Blocks and commands are extracted from README.md, never copied. Python blocks run in-process (the
-env examples as the modules the README tells the reader to save them as: ``guess_number``,
-``inventory``); shell commands run as written in a subprocess, in a folder holding those files,
-except the few that are too slow for CI, which are checked as far as possible (see ``COMMANDS``):
+Blocks and commands are extracted from README.md and docs/**/*.md (:data:`DOCS`), never copied.
+Every fenced block is ``python`` (run), ``bash`` (its commands run) or ``text`` (output shown, not
+run). Python blocks run in-process (the env examples as the modules the docs tell the reader to
+save them as: ``guess_number``, ``inventory``); shell commands run as written in a subprocess, in a
+folder holding those files, except the few that are too slow for CI, which are checked as far as
+possible (see ``COMMANDS``):
 
 - ``make train`` / ``make test`` / ``make test-deep`` / ``make setup`` / ``make integration``:
-  ``make -n`` shows the recipe (``make test`` is CI itself; ``make integration`` is opt-in, 10-20 min),
+  ``make -n`` shows the recipe (``make test`` is CI itself; ``make integration`` is opt-in and slow),
   and the train entry point parses its command line (``--help``);
 - ``python train_guess_number.py learning_rate=3e-4 max_steps=40``: the README's own script with the
   README's keys, one step instead of 40 on the tiny model;
@@ -17,7 +19,10 @@ except the few that are too slow for CI, which are checked as far as possible (s
 - ``python -m backend.offline my_recipe key=value ...``: as written, with a stand-in ``my_recipe``;
 - ``python -m envs.math.eval harness=inspect`` and the ``cookbook`` block: run by their own test
   modules (tests/test_math_inspect.py, tests/test_cookbook_offline.py), which this module checks;
-- ``.venv/bin/python bench/<name>.py``: every bench the README names exists and compiles.
+- ``.venv/bin/python bench/training_tokens.py --quick``: as written (every bench's quick mode runs in
+  tests/test_benches.py).
+
+Relative links between the pages must resolve.
 """
 
 from __future__ import annotations
@@ -37,28 +42,31 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+"""Every page whose blocks and commands run here."""
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 PYTHON_BLOCKS = {"env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym"}
-"""Every python block of the README, by its ``<!-- example:NAME -->`` marker; each runs below..."""
+"""Every python block of the docs, by its ``<!-- example:NAME -->`` marker; each runs below..."""
 PYTHON_BLOCKS_ELSEWHERE = {"cookbook": "tests/test_cookbook_offline.py"}
 """...except these, which the named test module runs (it trains with the cookbook's trainer)."""
 
 
 def _text() -> str:
-    return README.read_text()
+    """All pages, one after another."""
+    return "\n".join(page.read_text() for page in DOCS)
 
 
 def _block(marker: str) -> str:
-    match = re.search(rf"<!-- example:{marker} -->\s*```python\n(.*?)```", _text(), re.DOTALL)
-    assert match, f"README.md has no python block after <!-- example:{marker} -->"
-    return match.group(1)
+    found = re.findall(rf"<!-- example:{marker} -->\s*```python\n(.*?)```", _text(), re.DOTALL)
+    assert len(found) == 1, f"{len(found)} python blocks after <!-- example:{marker} --> (one expected)"
+    return found[0]
 
 
 def _module(name: str, *markers: str) -> Iterator[types.ModuleType]:
     module = types.ModuleType(name)
     sys.modules[name] = module  # so its classes pickle like any user module
     for marker in markers:
-        exec(compile(_block(marker), str(README), "exec"), module.__dict__)
+        exec(compile(_block(marker), f"<example:{marker}>", "exec"), module.__dict__)
     yield module
     del sys.modules[name]
 
@@ -95,11 +103,20 @@ def _run(
 
 
 # --- python blocks ------------------------------------------------------------------------
+def test_every_block_is_python_bash_or_text() -> None:
+    for page in DOCS:
+        fences = re.findall(r"^```(.*)$", page.read_text(), re.MULTILINE)
+        assert len(fences) % 2 == 0, f"{page}: an unclosed code block"
+        languages = set(fences[0::2])
+        assert languages <= {"python", "bash", "text"}, f"{page}: code blocks in {languages}"
+
+
 def test_every_python_block_has_a_marker_that_runs_here() -> None:
     text = _text()
     blocks = re.findall(r"```python\n", text)
     markers = re.findall(r"<!-- example:([\w-]+) -->\s*```python\n", text)
-    assert len(markers) == len(blocks), "a python block of README.md has no <!-- example:NAME --> marker"
+    assert len(markers) == len(blocks), "a python block of the docs has no <!-- example:NAME --> marker"
+    assert len(markers) == len(set(markers)), "two python blocks share a marker"
     assert set(markers) == PYTHON_BLOCKS | set(PYTHON_BLOCKS_ELSEWHERE)
     for marker, test_file in PYTHON_BLOCKS_ELSEWHERE.items():
         assert f'"example:{marker}"' in (ROOT / test_file).read_text(), f"{test_file} no longer runs {marker}"
@@ -131,13 +148,13 @@ def test_example_env_plays_and_pickles(example: types.ModuleType) -> None:
 
 def test_conformance_example_passes(example: types.ModuleType) -> None:
     namespace = dict(example.__dict__)
-    exec(compile(_block("conform"), str(README), "exec"), namespace)
+    exec(compile(_block("conform"), "README.md", "exec"), namespace)
     namespace["test_guess_number_conforms"]()
 
 
 def test_tool_example_conforms_with_tool_turns(inventory: types.ModuleType) -> None:
     namespace = dict(inventory.__dict__)
-    exec(compile(_block("tool-conform"), str(README), "exec"), namespace)
+    exec(compile(_block("tool-conform"), "docs/envs.md", "exec"), namespace)
     namespace["test_inventory_conforms"]()
 
 
@@ -145,7 +162,7 @@ def test_tool_example_scripted_episode(
     inventory: types.ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     namespace = dict(inventory.__dict__)
-    exec(compile(_block("tool-script"), str(README), "exec"), namespace)
+    exec(compile(_block("tool-script"), "docs/envs.md", "exec"), namespace)
     assert capsys.readouterr().out.strip() == "[0.0, 1.0]"  # what the README's comment says
     looked_up = [t for t in namespace["group"].trajectories_G if len(t.transitions) == 2]
     assert len(looked_up) == 1 and looked_up[0].transitions[-1].reward == 1.0
@@ -162,7 +179,7 @@ def test_gym_block_runs_in_a_fresh_interpreter() -> None:
 
 # --- shell commands -----------------------------------------------------------------------
 def _commands() -> set[str]:
-    """Every shell command of the README: lines of ``bash`` blocks and inline ``python …`` /
+    """Every shell command of the docs: lines of ``bash`` blocks and inline ``python …`` /
     ``make …`` / ``.venv/bin/python …`` spans."""
     text = _text()
     found: set[str] = set()
@@ -233,10 +250,10 @@ def _check_train_script(cwd: Path) -> None:
     assert (cwd / "run" / "config.json").is_file()
 
 
-def _section(title: str) -> str:
-    text = README.read_text()
+def _section(page: Path, title: str) -> str:
+    text = page.read_text()
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
-    assert match, f"README.md has no '## {title}' section"
+    assert match, f"{page.name} has no '## {title}' section"
     return match.group(1)
 
 
@@ -244,7 +261,7 @@ def test_scale_out_commands_exist() -> None:
     """The "Scale out" block's commands are Makefile targets whose recipes run files that exist
     (``make integration`` itself is opt-in and slow: its script's ``--help`` and the set-up
     script's syntax are checked in tests/test_integration_bridge.py)."""
-    blocks = re.findall(r"```bash\n(.*?)```", _section("Scale out"), re.DOTALL)
+    blocks = re.findall(r"```bash\n(.*?)```", _section(ROOT / "docs" / "backend.md", "Scale out"), re.DOTALL)
     commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
     commands = [c for c in commands if c]
     assert commands == ["make integration"]
@@ -312,17 +329,45 @@ def _elsewhere(test_file: str, needle: str) -> Callable[[Path], None]:
     return check
 
 
-def _check_benches(cwd: Path) -> None:
-    named = re.findall(r"`(\w+\.py)`", _text().split("## Benchmarks", 1)[1])
-    assert named
-    for name in named:
-        path = ROOT / "bench" / name
-        assert path.is_file(), f"README names bench/{name}, which does not exist"
-        compile(path.read_text(), str(path), "exec")
+def _check_bench_quick(cwd: Path) -> None:
+    """As written (seconds); tests/test_benches.py runs every bench's quick mode."""
+    command = ".venv/bin/python bench/training_tokens.py --quick"
+    proc = _run(command.replace(".venv/bin/python", "python"), ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1].startswith("ratio_merged_vs_per_turn="), proc.stdout[-2000:]
+
+
+def _check_make_train_args(cwd: Path) -> None:
+    """``ARGS`` reaches the train command."""
+    proc = subprocess.run(
+        ["make", "-n", "train", "ARGS=seed=1"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "python -m envs.twenty_questions.train seed=1" in proc.stdout, proc.stdout
+
+
+def _check_every_env_trains(cwd: Path) -> None:
+    """``python -m envs.<name>.train``: every env folder with a ``train.py`` has its ``--help`` checked."""
+    folders = {p.parent.name for p in (ROOT / "envs").glob("*/train.py")}
+    assert folders and all(f"python -m envs.{name}.train" in COMMANDS for name in folders), folders
+
+
+def _check_thinking_keys(cwd: Path) -> None:
+    """The thinking command's keys parse into the math config (the run is the compaction bench's job)."""
+    from envs.math.train import MathTrainConfig
+    from training import parse_config
+
+    command = (
+        "python -m envs.math.train env.thinking=true env.problems_per_episode=6 env.fewshot=false "
+        "compaction_period=3 warm_start.episodes=32 warm_start.steps=8 max_tokens=80"
+    )
+    config = parse_config(MathTrainConfig, command.split()[3:])
+    assert (config.env.thinking, config.env.problems_per_episode, config.compaction_period) == (True, 6, 3)
 
 
 COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
+    'make train ARGS="seed=1"': _check_make_train_args,
     "make test": _make_dry_run("test", "scripts/test.sh"),
     "make test-deep": _make_dry_run("test-deep", "scripts/test.sh"),
     "make setup": _make_dry_run("setup", "scripts/setup.sh"),
@@ -331,24 +376,33 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.check inventory:InventoryGroup": _check_inventory,
     "python train_guess_number.py learning_rate=3e-4 max_steps=40": _check_train_script,
     "python -m envs.twenty_questions.train": _help("envs.twenty_questions.train"),
+    "python -m envs.<name>.train": _check_every_env_trains,
     "python -m envs.twenty_questions.train env.candidates=8 env.max_questions=6": _check_twenty_questions_keys,
     "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl": _check_math_keys,
     "python -m envs.math.train": _help("envs.math.train"),
+    "python -m envs.math.train env.thinking=true env.problems_per_episode=6 env.fewshot=false "
+    "compaction_period=3 warm_start.episodes=32 warm_start.steps=8 max_tokens=80": _check_thinking_keys,
     "python -m envs.math.eval": _help("envs.math.eval"),
     "python -m envs.code.train": _help("envs.code.train"),
     "python -m envs.judge.train": _help("envs.judge.train"),
     "python -m envs.judge.preference": _help("envs.judge.preference"),
     "python -m envs.math.eval harness=inspect": _elsewhere("tests/test_math_inspect.py", '"harness=inspect"'),
     "python -m backend.offline my_recipe key=value ...": _check_offline_module,
-    ".venv/bin/python bench/<name>.py": _check_benches,
+    ".venv/bin/python bench/training_tokens.py --quick": _check_bench_quick,
 }
-"""How each README command is checked (verbatim unless its checker says otherwise)."""
+"""How each command of the docs is checked (verbatim unless its checker says otherwise)."""
 
 
-def test_every_command_in_the_readme_has_a_check() -> None:
+def test_every_command_in_the_docs_has_a_check() -> None:
     found = _commands()
-    assert found - set(COMMANDS) == set(), "README commands with no check in tests/test_readme.py"
-    assert set(COMMANDS) - found == set(), "checks of commands the README no longer has"
+    assert found - set(COMMANDS) == set(), "commands of the docs with no check in tests/test_readme.py"
+    assert set(COMMANDS) - found == set(), "checks of commands the docs no longer have"
+
+
+def test_relative_links_resolve() -> None:
+    for page in DOCS:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

@@ -151,7 +151,7 @@ METRIC_NO_DATUM = "train/no_datum"
 NO_SIGNAL_ADVICE = (
     "To get a signal: warm start the policy on a few solved episodes, keep constant groups "
     "(remove_constant_reward_groups=False, with a reward that varies within groups), or shape "
-    "the reward (partial credit, format rewards); see the README's 'Train it'"
+    "the reward (partial credit, format rewards); see docs/training.md"
 )
 """What to do when steps train on no datum (in the warning and the end-of-run line)."""
 

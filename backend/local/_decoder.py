@@ -32,8 +32,8 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
   the sampled runs after it, depend on which requests shared the pass (two runs of one seed
   diverged). So the decoder checks at start (:func:`onednn_rows_vary`, on one weight of each
   shape) and, where rows vary, runs every product in blocks of :data:`ONEDNN_BLOCK_ROWS` rows
-  (:attr:`Linear.max_rows`): a prefill of 16 x 60 tokens there took 0.66 s against 0.40 s
-  unblocked, the price of reproducible runs. Without oneDNN the products fall back to ``F.linear``.
+  (:attr:`Linear.max_rows`), slower than unblocked (``docs/measurements.md``): the price of
+  reproducible runs. Without oneDNN the products fall back to ``F.linear``.
 
 Outputs agree with the model's own forward pass to float rounding (``~1e-5`` in logprobs).
 """

@@ -8,7 +8,7 @@ Why one thread: PyTorch's CPU wheels run their parallel ops on OpenMP, and GNU O
 keeps a pool of helper threads for every thread that ran a parallel region. Once the pools hold
 more threads than the machine has cores, an idle helper spins ~100 times instead of ~300,000
 before it sleeps, so every parallel op pays a futex wake-up: measured on a 2-core machine, small
-ops ran ~10x slower (~70 us more each) on any thread once a second thread had run one parallel
+ops ran ~10x slower on any thread once a second thread had run one parallel
 op. With the trainer, each sampling engine and client creation on threads of their own, the main
 job sampled ~2.2x and trained ~1.3x slower than with all of it on one thread (same numbers).
 With one pool the helpers spin long enough to catch the next op, which two processes on the same

@@ -34,42 +34,12 @@ must unlearn. A short warm start on a mostly-halving player teaches the moves an
 Temperature 0.8 rather than 1: at 1 the warm-started player's sampled questions are often
 malformed, so guessing early beat asking in its samples and one seed drifted to listing.
 
-Measured (2026-12-05, a fresh clone of main at 0a655e2, ``make train ARGS="seed=<s>"``, the
-seeds one after another on an idle 2-core Intel Xeon with AMX, bfloat16 as the probe chose;
-held-out win after the warm start -> after 8 / 16 RL steps; questions: the share of the turns
-before each game's final guess that were questions, at the end; time: the run's ``done:`` line,
-warm start, RL and evaluations):
-
-- seed 0: **0.641** -> 0.750 / **0.844** (RL's gain **+0.203**: 54 wins of 64 against 41),
-  questions 0.805, 8.4 min;
-- seed 1: **0.641** -> 0.797 / **0.891** (**+0.250**), questions 0.785, 8.0 min;
-- seed 2: **0.641** -> 0.750 / **0.859** (**+0.219**), questions 0.785, 8.6 min;
-- seeds 3 and 4 (two more, to see the margin): **0.641** -> 0.859 / **0.828** (**+0.188**),
-  questions 0.795, 8.2 min; **0.641** -> 0.906 / **0.859** (**+0.219**), questions 0.776, 8.5 min.
-
-The main job's goals (held-out win >= 0.8 where listing the candidates caps it at 0.5; RL's own
-gain >= +0.2; questions on >= 0.5 of the turns before the final guess; <= 10 minutes) hold on
-seeds 0, 1 and 2 (and 4), seed 0's gain with no game to spare (13 more wins of 64; +0.2 needs
-12.8); seed 3 ends above 0.8 but its gain is one game short. RL's gain is +0.19 to +0.25 here,
-and a 64-game held-out figure has a binomial noise of about 0.045: the +0.2 bar is inside it. (A
-peak rate of 8e-4 instead of 6e-4 gave seed 3 0.891 but seed 0 only 0.797: not better.) The warm
-start wins 0.641 with questions on 0.853 of those turns; after RL the held-out transcripts
-(``transcripts/eval_step0016.html``) show two questions that halve the words (8 -> 4 -> 2), then
-a guess, and the other word if that was wrong. Runs of the day before gave the same figures
-(seed 2 once excepted, below). The
-machine's speed varies by the hour: ``make train`` (seed 0) from a fresh clone of a later commit,
-same figures, took 9.9 min (warm start 76 s against 51, steps 0-5 30-42 s against 20-25).
-
-Reproducibility: on one machine a seed's run gives the same samples, losses and held-out games
-(every sampling request is seeded by its place, ``rollout.current_sample_call``; oneDNN's AMX
-products run in fixed 32-row blocks, :mod:`backend.local._decoder`). One exception was seen: in
-one process start of about fifty (session of 2026-12-05, seed 2) the warm start's first loss came
-out 1.9515 instead of 1.9500 (the same scripted games by every count logged: episodes, tokens,
-scripted reward), and that run drew differently from there (0.562 after the warm start, 0.766
-after RL, gain +0.203: below the 0.8 goal); over 40 later starts (alone and beside two busy
-processes) all gave 1.9500, and its cause is not known. Across machines the figures differ: CPUs
-whose bfloat16 kernels round differently re-roll every draw from the warm start on. The settings
-tried on the way to this default, and every earlier figure, are in
+The main job's goals: held-out win >= 0.8 (listing the candidates caps it at 0.5), RL's own gain
+>= +0.2 over the warm start, questions on >= 0.5 of the turns before the final guess, <= 10
+minutes on 2 CPU cores. On one machine a seed reruns to the same samples, losses and held-out
+games (every sampling request is seeded by its place in the run; the local backend's products
+run in fixed blocks); CPUs whose bfloat16 kernels round differently draw other figures. The
+figures measured per seed and machine, and the settings tried on the way to this default, are in
 ``envs/twenty_questions/NOTES.md``.
 
 The smoke test is the old easy setting (4 candidates in 4 turns, where asking cannot help, so
@@ -79,11 +49,8 @@ questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x
         warm_start.episodes=0 learning_rate=1e-3 lr_schedule=constant temperature=1 \
         max_tokens=16 batch_size=4 max_steps=20 eval_every=10
 
-(:data:`SMOKE_TEST` holds these keys). It shows the pipeline learns, not a stable finish: held-out
-win 0.03-0.09 -> 0.81-0.98 after 10 steps on three seeds on an AMD EPYC (NOTES.md); on the Intel
-Xeon with AMX, seed 0 from the fresh clone above, idle: 0.06 -> 0.48 after 10 steps -> 0.66
-after 20 (training rewards swinging between 0.14 and 0.91 over the last 6 steps; enumeration, no
-questions), ``done: steps 0..20 in 7.1 min``. At lr 1e-3 the finish is a coin flip.
+(:data:`SMOKE_TEST` holds these keys). It shows that the pipeline learns, not a stable finish
+(its measured runs: ``NOTES.md``).
 
 Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps=40``,
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``, ``warm_start.episodes=0``...),
