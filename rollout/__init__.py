@@ -4,7 +4,7 @@
 Abstractions:
 
 - :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
-  deadline, the error :class:`Strategy`, global concurrency caps (:class:`Gate`), compaction
+  deadline, the error :class:`Strategy`, global concurrency caps (``anyio.CapacityLimiter`` s), compaction
   period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
 - :class:`SupportsCompaction`: the seam through which the engine asks an env to compact its
   history every N turns (``set_compaction_period``); :class:`CompactionUnsupported` when it
@@ -102,7 +102,7 @@ from rollout._results import (
     StepTimeout,
     TrajectoryStats,
 )
-from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, run_episode
+from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, run_episode
 from rollout._strategy import run_group
 
 __all__ = [
@@ -121,7 +121,6 @@ __all__ = [
     "ExtensionBreak",
     "ExtensionCheck",
     "ExtensionTracker",
-    "Gate",
     "GroupBelowFloor",
     "GroupOutcome",
     "InvalidCompletion",
