@@ -19,9 +19,9 @@ Abstractions:
   ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options);
   :func:`is_constant_group` / :func:`informative_groups`: the one constant-reward filter.
 - :func:`write_jsonl` / :func:`write_html`: per-trajectory records and escaped transcripts.
-- :func:`current_sample_call`: the :class:`SampleCall` (group, slot, attempt, turn) of the policy
-  call the engine is making, for completers and clients that key work on a call's place (the
-  training loop's per-call seeds).
+- :class:`SampleCall`: with ``EngineConfig.seed`` set, the engine hands every policy call its
+  place (seed, group, slot, attempt, turn) as ``call=``, from which the policy seeds its request
+  (``training.SeededTokenCompleter``: the training loop's per-call seeds).
 
 Typical training-loop use::
 
@@ -66,6 +66,7 @@ cookbook's modules.
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
 
 from rollout._budget import effective_limits
+from rollout._call import SampleCall
 from rollout._compaction import (
     LOG_COMPACTION,
     METRIC_COMPACTION,
@@ -75,7 +76,6 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
-from rollout._context import SampleCall, current_sample_call
 from rollout._datums import (
     Assembled,
     assemble,
@@ -137,7 +137,6 @@ __all__ = [
     "TrajectoryStats",
     "apply_compaction",
     "assemble",
-    "current_sample_call",
     "decoded_turns",
     "effective_limits",
     "flat_tokens",

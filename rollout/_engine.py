@@ -19,6 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Trajectory
 
+from rollout._call import check_takes_call
 from rollout._config import EngineConfig
 from rollout._metrics import summarize
 from rollout._results import BatchAborted, BatchResult, GroupOutcome, TrajectoryStats
@@ -45,6 +46,8 @@ class RolloutEngine:
     def __init__(self, policy: TokenCompleter, config: EngineConfig | None = None):
         self.policy = policy
         self.config = config or EngineConfig()
+        if self.config.seed is not None:
+            check_takes_call(policy)
         self._limiters: tuple[anyio.lowlevel.EventLoopToken, _Limiters] | None = None
 
     def _current_limiters(self) -> _Limiters:

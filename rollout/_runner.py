@@ -37,6 +37,7 @@ from tinker_cookbook.rl.types import (
 )
 
 from rollout._budget import cumulative_stop, effective_limits, has_token_budget, per_call_max_tokens
+from rollout._call import SampleCall, check_takes_call
 from rollout._compaction import (
     LOG_COMPACTION,
     METRIC_COMPACTION,
@@ -44,7 +45,6 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import EngineConfig, ExtensionCheck
-from rollout._context import _CURRENT, _Place
 from rollout._extension import ExtensionBreak, ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
@@ -73,6 +73,7 @@ class _Episode:
         tracker: ExtensionTracker | None,
         sample_limiter: anyio.CapacityLimiter | None,
         step_limiter: anyio.CapacityLimiter | None,
+        place: tuple[int, int, int],
     ) -> None:
         self.env = env
         self.policy = policy
@@ -81,7 +82,7 @@ class _Episode:
         self.tracker = tracker
         self.sample_limiter = sample_limiter or _NO_LIMIT
         self.step_limiter = step_limiter or _NO_LIMIT
-        self.place = _CURRENT.get() or _Place(-1, -1, -1)
+        self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
         self.ob: tinker.ModelInput = tinker.ModelInput.empty()
         self.turns = 0
@@ -155,17 +156,17 @@ class _Episode:
         return None
 
     async def _sample(self, stop: StopCondition) -> TokensWithLogprobs:
-        """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``."""
-        self.place.turn = self.turns
+        """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``;
+        with ``max_tokens`` from the token budgets and ``call`` (its place) on a seeded engine."""
+        kwargs: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.config.seed is not None:
+            kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
         timeout = self.limits.sampling_turn_timeout_seconds
-        max_tokens = self.max_tokens
         async with self.sample_limiter:
             with anyio.move_on_after(timeout):
-                if max_tokens is None:
-                    ac = await self.policy(self.ob, stop)
-                else:
-                    ac = await self.policy(self.ob, stop, max_tokens=max_tokens)
-                return _checked(ac)
+                return _checked(await self.policy(self.ob, stop, **kwargs))
         raise SamplingTurnTimeoutError(f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}")
 
     async def _env_call(self, call: Callable[[], Awaitable[_T]], what: str) -> _T:
@@ -267,6 +268,9 @@ async def run_episode(
     *,
     sample_limiter: anyio.CapacityLimiter | None = None,
     step_limiter: anyio.CapacityLimiter | None = None,
+    group: int = 0,
+    slot: int = 0,
+    attempt: int = 0,
 ) -> tuple[Trajectory, TrajectoryStats]:
     """Run one episode of ``env`` with ``policy``; return the cookbook ``Trajectory`` + stats.
 
@@ -280,9 +284,13 @@ async def run_episode(
     :class:`rollout.CompactionUnsupported` when the env cannot honour it and
     ``config.compaction_required``). Budget stops and the rollout deadline end the episode
     gracefully with their ``StopReason``; a sampling/step deadline, a completer or env exception
-    propagates (the group's strategy decides what happens).
+    propagates (the group's strategy decides what happens). ``group``, ``slot``, ``attempt``: the
+    episode's place, handed to the policy with each call when ``config.seed`` is set
+    (:class:`rollout.SampleCall`).
     """
     config = config or EngineConfig()
+    if config.seed is not None:
+        check_takes_call(policy)
     t0 = time.monotonic()
     limits = effective_limits(config.limits, env)
     if limits.max_tool_calls is not None:
@@ -293,7 +301,14 @@ async def run_episode(
     tracker = ExtensionTracker(config.extension_check, config.boundary_window)
     checking = config.extension_check is not ExtensionCheck.OFF
     episode = _Episode(
-        env, policy, limits, config, tracker if checking else None, sample_limiter, step_limiter
+        env,
+        policy,
+        limits,
+        config,
+        tracker if checking else None,
+        sample_limiter,
+        step_limiter,
+        (group, slot, attempt),
     )
 
     reason: str | None = None

@@ -16,7 +16,6 @@ from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RolloutError, Trajectory, TrajectoryGroup
 
 from rollout._config import EngineConfig, StrategyKind
-from rollout._context import _CURRENT, _Place
 from rollout._results import (
     CleanupTimeout,
     GroupBelowFloor,
@@ -43,7 +42,7 @@ async def _run_slots(
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
     """Run every slot under the strategy; return (per-slot results, retries used, group failure).
 
-    Each attempt runs with its place set (group ``index``, slot, attempt: :func:`rollout.current_sample_call`).
+    Each attempt runs at its place (group ``index``, slot, attempt: :class:`rollout.SampleCall`).
     """
     strategy = config.strategy
     kind = strategy.kind
@@ -66,10 +65,16 @@ async def _run_slots(
         env = envs[i]
         attempt = 0
         while True:
-            place = _CURRENT.set(_Place(index, i, attempt))
             try:
                 traj, stats = await run_episode(
-                    policy, env, config, sample_limiter=sample_limiter, step_limiter=step_limiter
+                    policy,
+                    env,
+                    config,
+                    sample_limiter=sample_limiter,
+                    step_limiter=step_limiter,
+                    group=index,
+                    slot=i,
+                    attempt=attempt,
                 )
             except Exception as exc:
                 err = error_of(exc)
@@ -95,8 +100,6 @@ async def _run_slots(
                 if kind is StrategyKind.RETRY:
                     fail(err)
                 return  # MIN_VIABLE: this slot failed, the others go on
-            finally:
-                _CURRENT.reset(place)
             results[i] = (traj, stats, env)
             successes += 1
             return

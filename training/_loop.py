@@ -50,7 +50,6 @@ from training._metrics import group_metrics
 from training._plot import PLOT_FILE, plot_reward_curve
 from training._progress import ProgressDisplay
 from training._rollouts import (
-    SERVICE_SEED_BITS,
     SampledBatch,
     batch_seed,
     rollout_config,
@@ -355,7 +354,6 @@ class _Run:
         self.training_client: Any = None
         self.sampling_client: Any = None
         self.sampler_step = 0
-        self.seed_bits = 63  # per-call seed width; SERVICE_SEED_BITS on a Tinker service (run())
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
@@ -416,10 +414,6 @@ class _Run:
 
         register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
-        from backend import resolve_backend
-
-        if resolve_backend(config.backend) != "local":
-            self.seed_bits = SERVICE_SEED_BITS
         await self._make_training_client(service, record)
         self.tokenizer = self.training_client.get_tokenizer()
         train_ds, test_ds = await builder()
@@ -522,7 +516,6 @@ class _Run:
                     sampler_step=version,
                     compaction_period=self.config.compaction_period,
                     seed=batch_seed(self.config.seed, "train", step),
-                    seed_bits=self.seed_bits,
                 )
                 if self.config.max_steps_off_policy == 0:  # alone on its sampler: exact counts
                     pending.result.sampler_metrics.update(_sampler_delta(before, client))
@@ -696,7 +689,6 @@ class _Run:
             sampler_step=self.sampler_step,
             compaction_period=self.config.compaction_period,
             seed=batch_seed(self.config.seed, "eval", step),
-            seed_bits=self.seed_bits,
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)
