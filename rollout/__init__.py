@@ -30,37 +30,8 @@ Typical training-loop use::
     data = assemble(result.groups, AdvantageConfig(normalize_std=True))
     log(result.metrics | data.metrics); train_on(data.datums)
 
-Why our own loop beside the cookbook's ``rollout_runner.run_rollout`` (decision of #17)
----------------------------------------------------------------------------------------
-The cookbook 0.5.8 runner takes ``RolloutLimits`` and ``RolloutHooks`` (``on_turn_begin``,
-``on_stop_reason``, ``on_grade``, ``on_artifacts``), and its strategies (``FailFast``,
-``RetryOnFailure``, ``MinViableGroup``) run a group with ``asyncio.gather``. We keep our engine
-and build it on the cookbook's pieces instead of on that runner, because the runner cannot host
-what is ours at equal speed:
-
-- no hook runs between ``env.step`` and the next sampling call with the action and the new
-  observation, which is where the extension check and the datum/token accounting belong (from
-  ``on_turn_begin`` they would have to re-derive both from ``RolloutState.transitions``, and the
-  final observation is never seen);
-- the sampling and step gates must wrap exactly the policy call and the ``env.step`` call; the
-  runner offers no seam there (wrapping the policy and the env in proxies adds two awaits and
-  two objects per turn), and its ``asyncio.timeout`` / ``asyncio.gather`` tie it to asyncio
-  where our engine is anyio (structured cancellation of a group, shielded cleanup, trio);
-- per turn it builds a ``RolloutState`` for each hook call and opens a ``trace.scope_span``
-  around the sample and the step; our loop opens nothing per turn unless a per-call deadline is
-  set. ``bench/rollout_engine.py`` measured ours ~1.9x the cookbook's group rollout.
-
-So the loop is ours, with the cookbook's semantics (``tests/test_rollout_parity.py`` pins
-identical trajectories) and the cookbook's pieces wherever they fit: ``RolloutLimits`` for the
-budgets, ``stop_reason_from_metrics``, ``TRUNCATION_METRIC_KEY``, ``SamplingTurnTimeoutError``,
-the ``set_max_tool_calls`` seam, ``StopReason``, ``Trajectory`` / ``TrajectoryGroup`` /
-``RolloutError``, ``trajectory_to_data`` / ``compute_advantages``; the completers are the
-cookbook's (``TinkerTokenCompleter`` serves tinker's and our local sampling clients alike).
-No public name here means something else in the cookbook: our config is :class:`EngineConfig`
-(the cookbook's ``RolloutConfig`` bundles env-side policies), one episode is
-:func:`run_episode` (``policy, env`` like the cookbook's ``run_rollout``, but returning
-``(Trajectory, TrajectoryStats)``); ``tests/test_public_api.py`` checks every name against the
-cookbook's modules.
+Why a loop of our own beside the cookbook's ``rollout_runner.run_rollout``, built from its pieces
+and with its semantics (``tests/test_rollout_parity.py``): ``docs/decisions/rollout-own-loop.md``.
 """
 
 from tinker_cookbook.rl.rollout_limits import RolloutLimits

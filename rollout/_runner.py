@@ -88,7 +88,6 @@ class _Episode:
         self.turns = 0
         self.sampled = 0
         self.truncations = 0  # "length" stops the env continued past (cookbook metric)
-        self.max_tokens: int | None = None  # this turn's token cap (from the token budgets)
 
     async def run(self) -> str:
         """Run the episode; return its stop reason ("" when the env gave none and
@@ -142,25 +141,20 @@ class _Episode:
                     _mark_break(transition, brk)
 
     def _budget_stop(self) -> str | None:
-        """The runner's stop before the next turn (turns, then token budgets), or None; sets
-        this turn's ``max_tokens`` from the token budgets."""
+        """The runner's stop before the next turn (turns, then token budgets), or None."""
         limits = self.limits
-        self.max_tokens = None
         if limits.max_turns is not None and self.turns >= limits.max_turns:
             return StopReason.MAX_TURNS
         if has_token_budget(limits):
-            reason = cumulative_stop(limits, self.ob.length, self.sampled)
-            if reason is not None:
-                return reason
-            self.max_tokens = per_call_max_tokens(limits, self.ob.length, self.sampled)
+            return cumulative_stop(limits, self.ob.length, self.sampled)
         return None
 
     async def _sample(self, stop: StopCondition) -> TokensWithLogprobs:
         """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``;
         with ``max_tokens`` from the token budgets and ``call`` (its place) on a seeded engine."""
         kwargs: dict[str, Any] = {}
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        if has_token_budget(self.limits):
+            kwargs["max_tokens"] = per_call_max_tokens(self.limits, self.ob.length, self.sampled)
         if self.config.seed is not None:
             kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
         timeout = self.limits.sampling_turn_timeout_seconds
