@@ -557,8 +557,8 @@ class _Run:
             normalize_std=config.advantage_normalize_std, discount=config.advantage_discount
         )
         datums, assembly = to_datums(groups, advantages) if groups else ([], {})
-        metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
-        metrics["datums"] = float(len(datums))
+        metrics["datums"] = float(len(datums))  # the datum count (assembly's datums/count is the same)
+        metrics.update({f"assembly/{k}": v for k, v in assembly.items() if k != "datums/count"})
         metrics[METRIC_NO_DATUM] = float(not datums)
         if not datums:
             self._warn_no_datum(step, batch.groups)
@@ -607,8 +607,6 @@ class _Run:
         tags = [b.logging_tags() for b in batch.builders]
         metrics: dict[str, Any] = group_metrics(batch.groups, win_metric=self.config.win_metric, tags=tags)
         metrics.update({f"rollout/{k}": v for k, v in batch.metrics.items()})
-        metrics["datums_per_trajectory"] = batch.metrics.get("traj/datums_per_traj", 0.0)
-        metrics["extension_breaks"] = batch.metrics.get("traj/ext_breaks", metrics["extension_breaks"])
         metrics["groups/failed"] = float(batch.failed)
         metrics.update(batch.sampler_metrics)
         return metrics
