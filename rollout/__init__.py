@@ -57,7 +57,7 @@ from rollout._datums import (
     trajectory_returns,
 )
 from rollout._engine import RolloutEngine, rollout_batch
-from rollout._extension import ExtensionBreak, ExtensionTracker, flat_tokens
+from rollout._extension import ExtensionBreak
 from rollout._logs import decoded_turns, render_html, trajectory_records, write_html, write_jsonl
 from rollout._metrics import summarize
 from rollout._results import (
@@ -91,7 +91,6 @@ __all__ = [
     "EngineConfig",
     "ExtensionBreak",
     "ExtensionCheck",
-    "ExtensionTracker",
     "GroupBelowFloor",
     "GroupOutcome",
     "InvalidCompletion",
@@ -110,7 +109,6 @@ __all__ = [
     "assemble",
     "decoded_turns",
     "effective_limits",
-    "flat_tokens",
     "group_advantages",
     "informative_groups",
     "is_constant_group",
