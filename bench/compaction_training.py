@@ -127,7 +127,7 @@ def figures(run: Path) -> dict[str, float]:
         "episodes": episodes,
         "turns_per_episode": _sum(steps, "rollout/traj/turns_mean") / max(len(steps), 1),
         "trained_tokens_per_episode": _sum(steps, "rollout/tokens/trained") / episodes,
-        "datums_per_episode": _sum(steps, "datums_per_trajectory") / max(len(steps), 1),
+        "datums_per_episode": _sum(steps, "rollout/traj/datums_per_traj") / max(len(steps), 1),
         "prefill_tokens_per_episode": _sum(steps, "sampler/prefill_tokens") / episodes,
         "reused_tokens_per_episode": _sum(steps, "sampler/reused_tokens") / episodes,
         "no_reuse_tokens_per_episode": _sum(steps, "rollout/tokens/per_turn") / episodes,

@@ -22,6 +22,9 @@ from .core import (
     Reply as Reply,
 )
 from .core import (
+    TurnEnd as TurnEnd,
+)
+from .core import (
     decode_action as decode_action,
 )
 from .datasets import (

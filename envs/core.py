@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -145,6 +145,18 @@ class Reply:
     """Why the episode ends, when ``done``."""
 
 
+@dataclass(frozen=True)
+class TurnEnd:
+    """How one step ended, for a game's own counters (:meth:`ChatEnv.on_turn_end`)."""
+
+    fault: Fault | None
+    """The step's :class:`Fault`, if any."""
+    played: bool
+    """The game played the message (the base called :meth:`ChatEnv.on_message` for it)."""
+    stop_reason: StopReason | None
+    """Why the episode ended at this step; None when it goes on."""
+
+
 def decode_action(
     renderer: Renderer, action: Action, *, tool_calls: bool = True
 ) -> tuple[Message | None, Fault | None]:
@@ -202,6 +214,7 @@ class ChatEnv(Env):
         self.rerenders = 0
         """How many observations were re-rendered in full instead of extended."""
         self._tokens: list[int] = []
+        self._turn_end = TurnEnd(fault=None, played=False, stop_reason=None)  # of the step running
 
     # --- the game ------------------------------------------------------------------------
     @abstractmethod
@@ -219,8 +232,13 @@ class ChatEnv(Env):
         if fault is Fault.MALFORMED_TOOL_CALL and message is not None:
             return Reply(messages=malformed_tool_call_errors(message))
         if message is not None:
-            return await _checked_reply(self, "on_message", self.on_message(message))
+            return await self._play(message)
         return Reply(done=True, stop_reason=_FAULT_STOP_REASON[fault])
+
+    def on_turn_end(self, turn: TurnEnd) -> None:
+        """Called at the end of every step with how it ended (its fault, whether the game played
+        the message, the stop reason), for a game that keeps its own turn or fault counters.
+        Default: nothing."""
 
     # --- compaction seam (rollout.SupportsCompaction) ------------------------------------
     def set_compaction_period(self, period: int) -> None:
@@ -270,7 +288,12 @@ class ChatEnv(Env):
         return tinker.ModelInput.from_ints(self._tokens), self.stop_condition
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        action = list(action)
+        self._turn_end = TurnEnd(fault=None, played=False, stop_reason=None)
+        result = await self._step(list(action), extra)
+        self.on_turn_end(self._turn_end)
+        return result
+
+    async def _step(self, action: list[int], extra: ActionExtra | None) -> StepResult:
         prev_len = len(self._tokens)
         self.turn += 1
         message, fault = decode_action(self.renderer, action, tool_calls=bool(self.tools))
@@ -284,6 +307,7 @@ class ChatEnv(Env):
             fault = Fault.TRUNCATED
         metrics: Metrics = {}
         fault_reward = 0.0
+        self._turn_end = replace(self._turn_end, fault=fault)
         if fault is not None:
             policy = self.faults.get(fault, FaultPolicy())
             metrics[f"{METRIC_FAULT_PREFIX}{fault}"] = 1.0
@@ -293,7 +317,7 @@ class ChatEnv(Env):
             reply = await _checked_reply(self, "on_fault", self.on_fault(fault, message))
         else:
             assert message is not None
-            reply = await _checked_reply(self, "on_message", self.on_message(message))
+            reply = await self._play(message)
         metrics.update(reply.metrics)
         reward = reply.reward + fault_reward
         start = len(self.messages)
@@ -328,6 +352,11 @@ class ChatEnv(Env):
             logs=dict(reply.logs),
         )
 
+    async def _play(self, message: Message) -> Reply:
+        """The game's :meth:`on_message` for this step's message (recorded as played)."""
+        self._turn_end = replace(self._turn_end, played=True)
+        return await _checked_reply(self, "on_message", self.on_message(message))
+
     def _end_of_turn(self) -> list[int]:
         """Tokens that close an assistant turn: the renderer's first stop sequence."""
         stop = self.stop_condition
@@ -346,6 +375,7 @@ class ChatEnv(Env):
         reply: Reply | None = None,
     ) -> StepResult:
         metrics = {**metrics, f"{STOP_METRIC_PREFIX}{reason}": 1.0}
+        self._turn_end = replace(self._turn_end, stop_reason=reason)
         self._tokens = self._tokens + action
         return StepResult(
             reward=reward,

@@ -4,8 +4,9 @@ Scripted players (``MessageCompleter`` s such as Twenty Questions' ``HalvingPlay
 env's thinking solver) read the conversation and answer with a message; the rollout engine and
 the cookbook's trainers talk to policies in tokens. :class:`PlayerPolicy` bridges the two for
 one env: each call asks the player for the next assistant message given ``env.messages`` and
-returns the tokens a sampler would have produced for it with the env's current renderer (a
-compacting one included: the produced turn keeps its thinking). It is how a dataset builder
+returns the tokens a sampler would have produced for it with the env's current renderer
+(``renderers_ext.render_action``; a compacting renderer included: the produced turn keeps its
+thinking). It is how a dataset builder
 scripts the episodes of a supervised warm start (``training.SupportsScriptedEpisodes``)::
 
     env = MyEnv(renderer, ...)
@@ -14,38 +15,13 @@ scripts the episodes of a supervised warm start (``training.SupportsScriptedEpis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import tinker
 from tinker_cookbook.completers import MessageCompleter, StopCondition, TokenCompleter, TokensWithLogprobs
-from tinker_cookbook.renderers import Message, RenderContext, Renderer
 
 from envs.core import ChatEnv
+from renderers_ext import render_action
 
 __all__ = ["PlayerPolicy"]
-
-
-def _produced_turn(renderer: Renderer, message: Message, history: Sequence[Message]) -> list[int]:
-    """The tokens of ``message`` rendered as the turn being produced after ``history``, with the
-    renderer's end of turn (stop token, or the stop string's overlap)."""
-    head = [*history, message]
-    idx = len(head) - 1
-    ctx = RenderContext(
-        idx=idx,
-        is_last=True,
-        prev_message=head[idx - 1] if idx > 0 else None,
-        last_user_index=max((i for i, m in enumerate(head) if m["role"] == "user"), default=-1),
-        in_last_assistant_turn=True,
-    )
-    rendered = renderer.render_message(message, ctx)
-    tokens: list[int] = []
-    for chunk in rendered.output:
-        if not isinstance(chunk, tinker.EncodedTextChunk):
-            raise TypeError(f"a scripted action must be text, got a {type(chunk).__name__}")
-        tokens.extend(chunk.tokens)
-    if rendered.stop_overlap is not None:
-        tokens.extend(rendered.stop_overlap.tokens)
-    return tokens
 
 
 class PlayerPolicy(TokenCompleter):
@@ -69,7 +45,7 @@ class PlayerPolicy(TokenCompleter):
         message = await self.player(history)
         if message.get("role") != "assistant":
             raise ValueError(f"a scripted player must answer with an assistant message, got {message.get('role')!r}")
-        tokens = _produced_turn(self.env.renderer, message, history)
+        tokens = render_action(self.env.renderer, message, history)
         reason = "stop"
         if max_tokens is not None and len(tokens) > max_tokens:
             tokens, reason = tokens[:max_tokens], "length"

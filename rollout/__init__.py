@@ -4,7 +4,7 @@
 Abstractions:
 
 - :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
-  deadline, the error :class:`Strategy`, global concurrency caps (:class:`Gate`), compaction
+  deadline, the error :class:`Strategy`, global concurrency caps (``anyio.CapacityLimiter`` s), compaction
   period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
 - :class:`SupportsCompaction`: the seam through which the engine asks an env to compact its
   history every N turns (``set_compaction_period``); :class:`CompactionUnsupported` when it
@@ -19,9 +19,9 @@ Abstractions:
   ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options);
   :func:`is_constant_group` / :func:`informative_groups`: the one constant-reward filter.
 - :func:`write_jsonl` / :func:`write_html`: per-trajectory records and escaped transcripts.
-- :func:`current_sample_call`: the :class:`SampleCall` (group, slot, attempt, turn) of the policy
-  call the engine is making, for completers and clients that key work on a call's place (the
-  training loop's per-call seeds).
+- :class:`SampleCall`: with ``EngineConfig.seed`` set, the engine hands every policy call its
+  place (seed, group, slot, attempt, turn) as ``call=``, from which the policy seeds its request
+  (``training.SeededTokenCompleter``: the training loop's per-call seeds).
 
 Typical training-loop use::
 
@@ -37,6 +37,7 @@ Why the loop is ours, on the cookbook's pieces, rather than the cookbook's ``run
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
 
 from rollout._budget import effective_limits
+from rollout._call import SampleCall
 from rollout._compaction import (
     LOG_COMPACTION,
     METRIC_COMPACTION,
@@ -46,7 +47,6 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
-from rollout._context import SampleCall, current_sample_call
 from rollout._datums import (
     Assembled,
     assemble,
@@ -57,7 +57,7 @@ from rollout._datums import (
     trajectory_returns,
 )
 from rollout._engine import RolloutEngine, rollout_batch
-from rollout._extension import ExtensionBreak, ExtensionTracker, flat_tokens
+from rollout._extension import ExtensionBreak
 from rollout._logs import decoded_turns, render_html, trajectory_records, write_html, write_jsonl
 from rollout._metrics import summarize
 from rollout._results import (
@@ -73,7 +73,7 @@ from rollout._results import (
     StepTimeout,
     TrajectoryStats,
 )
-from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, run_episode
+from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, run_episode
 from rollout._strategy import run_group
 
 __all__ = [
@@ -91,8 +91,6 @@ __all__ = [
     "EngineConfig",
     "ExtensionBreak",
     "ExtensionCheck",
-    "ExtensionTracker",
-    "Gate",
     "GroupBelowFloor",
     "GroupOutcome",
     "InvalidCompletion",
@@ -109,10 +107,8 @@ __all__ = [
     "TrajectoryStats",
     "apply_compaction",
     "assemble",
-    "current_sample_call",
     "decoded_turns",
     "effective_limits",
-    "flat_tokens",
     "group_advantages",
     "informative_groups",
     "is_constant_group",

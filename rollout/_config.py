@@ -160,6 +160,11 @@ class EngineConfig:
     """Deadline of the (shielded) ``cleanup`` call; a timeout is recorded as a failure."""
     set_completed_stop_reason: bool = True
     """Record ``StopReason.COMPLETED`` when an env ends an episode without a ``stop/`` metric."""
+    seed: int | None = None
+    """Seed of the policy calls: when set, every call gets ``call=`` a :class:`rollout.SampleCall`
+    (this seed and the call's place: group, slot, attempt, turn), from which the policy seeds its
+    request (``training.SeededTokenCompleter``); the policy must accept that keyword. ``None``:
+    policies are called as the cookbook calls them."""
 
     def __post_init__(self) -> None:
         for name in ("max_concurrent_samples", "max_concurrent_env_steps", "max_concurrent_groups"):

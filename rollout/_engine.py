@@ -1,9 +1,8 @@
-"""The engine: global gates, batches of groups, and streaming of groups as they finish.
+"""The engine: global limiters, batches of groups, and streaming of groups as they finish.
 
-Structured concurrency throughout: every group is a task of one :class:`rollout._tasks.Slots` (an
-anyio task group's semantics on plain asyncio tasks, at half its cost per task) per batch or
-stream, every rollout a slot of its group's. Nothing outlives the call that
-started it: when ``run_batch`` returns or raises, or the ``stream`` context exits, no task is left.
+Structured concurrency throughout: every group is a task of one anyio task group per batch or
+stream, every rollout a task of its group's task group. Nothing outlives the call that started
+it: when ``run_batch`` returns or raises, or the ``stream`` context exits, no task is left.
 """
 
 from __future__ import annotations
@@ -20,19 +19,20 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Trajectory
 
+from rollout._call import check_takes_call
 from rollout._config import EngineConfig
 from rollout._metrics import summarize
 from rollout._results import BatchAborted, BatchResult, GroupOutcome, TrajectoryStats
-from rollout._runner import Gate, run_episode
+from rollout._runner import run_episode
 from rollout._strategy import run_group
-from rollout._tasks import Slots
 
 
 class RolloutEngine:
     """Runs groups of episodes with one policy under one :class:`EngineConfig`.
 
-    The two global gates (concurrent sampling calls, concurrent env steps) are shared by every
-    call made on this engine within one event loop, including concurrent batches and streams.
+    The two global limiters (``anyio.CapacityLimiter`` s of concurrent sampling calls and
+    concurrent env calls) are shared by every call made on this engine within one event loop,
+    including concurrent batches and streams.
 
     Example::
 
@@ -46,28 +46,31 @@ class RolloutEngine:
     def __init__(self, policy: TokenCompleter, config: EngineConfig | None = None):
         self.policy = policy
         self.config = config or EngineConfig()
-        self._gates: tuple[anyio.lowlevel.EventLoopToken, Gate, Gate] | None = None
+        if self.config.seed is not None:
+            check_takes_call(policy)
+        self._limiters: tuple[anyio.lowlevel.EventLoopToken, _Limiters] | None = None
 
-    def _current_gates(self) -> tuple[Gate, Gate]:
+    def _current_limiters(self) -> _Limiters:
+        """The sampling and env-step limiters of the running event loop (``None``: no cap); an
+        engine used from a new event loop gets fresh ones."""
         token = anyio.lowlevel.current_token()
-        if self._gates is None or self._gates[0] != token:
-            self._gates = (
+        if self._limiters is None or self._limiters[0] != token:
+            self._limiters = (
                 token,
-                Gate(self.config.max_concurrent_samples),
-                Gate(self.config.max_concurrent_env_steps),
+                (_limiter(self.config.max_concurrent_samples), _limiter(self.config.max_concurrent_env_steps)),
             )
-        return self._gates[1], self._gates[2]
+        return self._limiters[1]
 
     async def run_episode(self, env: Env) -> tuple[Trajectory, TrajectoryStats]:
         """One episode (no strategy: failures raise)."""
-        sample_gate, step_gate = self._current_gates()
-        return await run_episode(self.policy, env, self.config, sample_gate=sample_gate, step_gate=step_gate)
+        samples, steps = self._current_limiters()
+        return await run_episode(self.policy, env, self.config, sample_limiter=samples, step_limiter=steps)
 
     async def run_group(self, builder: EnvGroupBuilder, index: int = 0) -> GroupOutcome:
         """One group under the configured strategy (failures are recorded, not raised)."""
-        sample_gate, step_gate = self._current_gates()
+        samples, steps = self._current_limiters()
         return await run_group(
-            builder, self.policy, self.config, index=index, sample_gate=sample_gate, step_gate=step_gate
+            builder, self.policy, self.config, index=index, sample_limiter=samples, step_limiter=steps
         )
 
     async def _spawn_groups(
@@ -76,33 +79,24 @@ class RolloutEngine:
         sink: Callable[[GroupOutcome], None],
     ) -> bool:
         """Run all groups, passing each outcome to ``sink``; True if aborted by a failure."""
-        limit = self.config.max_concurrent_groups
-        group_limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < len(builders) else None
-        abort = self.config.strategy.abort_batch
+        group_limiter = _limiter(self.config.max_concurrent_groups) or contextlib.nullcontext()
         aborted = False
-        policy, config = self.policy, self.config
-        sample_gate, step_gate = self._current_gates()  # once per batch (a backend lookup)
-
-        groups = Slots()
+        samples, steps = self._current_limiters()
 
         async def one(i: int) -> None:
             nonlocal aborted
-            builder = builders[i]
-            if group_limiter is None:
+            async with group_limiter:
                 outcome = await run_group(
-                    builder, policy, config, index=i, sample_gate=sample_gate, step_gate=step_gate
+                    builders[i], self.policy, self.config, index=i, sample_limiter=samples, step_limiter=steps
                 )
-            else:
-                async with group_limiter:
-                    outcome = await run_group(
-                        builder, policy, config, index=i, sample_gate=sample_gate, step_gate=step_gate
-                    )
             sink(outcome)
-            if abort and outcome.failure is not None:
+            if self.config.strategy.abort_batch and outcome.failure is not None:
                 aborted = True
-                groups.cancel()
+                groups.cancel_scope.cancel()
 
-        await groups.run(len(builders), one, first_inline=False)  # every group a task of its own
+        async with anyio.create_task_group() as groups:
+            for i in range(len(builders)):
+                groups.start_soon(one, i)
         return aborted
 
     async def run_batch(self, builders: Sequence[EnvGroupBuilder]) -> BatchResult:
@@ -163,6 +157,13 @@ class RolloutEngine:
                 outcomes=tuple(sorted(finished, key=lambda o: o.index)), metrics=summarize(finished)
             )
             raise BatchAborted(result, cancelled=len(builders) - len(finished))
+
+
+_Limiters = tuple[anyio.CapacityLimiter | None, anyio.CapacityLimiter | None]
+
+
+def _limiter(limit: int | None) -> anyio.CapacityLimiter | None:
+    return None if limit is None else anyio.CapacityLimiter(limit)
 
 
 async def rollout_batch(

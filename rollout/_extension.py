@@ -1,10 +1,10 @@
 """Run-time extension check: does each new observation extend the previous observation + action?
 
-What it costs, and why it is cheap:
+Why it is cheap:
 
 - The naive check (``next.to_ints()[:n] == prev.to_ints() + action``) rebuilds both token lists
   with Python-level comprehensions every turn (``ModelInput.to_ints`` is a list comprehension
-  over chunks); measured at ~15% of engine throughput.
+  over chunks).
 - :class:`ExtensionTracker` never calls ``to_ints()`` on the common case of a single text chunk:
   it reads the chunk's own ``tokens`` list (no copy) and keeps a reference to the previous one.
   ``FULL`` mode then does two C-level list comparisons (the action slice, then the previous
@@ -12,15 +12,7 @@ What it costs, and why it is cheap:
   only O(window) tokens (lengths, the action, and windows at the start and at the boundary).
   Multi-chunk or multimodal observations take a general path (flattened like the cookbook's
   ``trajectory_to_data``, image chunks compared as objects).
-- Measured per turn (one check, CPU, this repo's dev box): 100-token context: ``FULL`` 4.8 us
-  vs 19 us naive; 8000-token context: ``FULL`` 84 us, ``BOUNDARY`` 26 us, naive 550 us.
-  ``BOUNDARY`` only pays off on long contexts.
-- The engine's hot loop does not call the tracker on an ordinary turn: it keeps the per-turn
-  state in locals (:meth:`ExtensionTracker.hot_state`) and inlines :meth:`~ExtensionTracker.acted`
-  and the ``FULL`` check of a single text chunk (the same two comparisons, so the check stays
-  exact), calling the tracker only for a break, several chunks or ``BOUNDARY``. In the engine
-  benchmark (20 turns, <= 100 tokens) that is ~0.45 us per turn (~0.16 us of it the two
-  comparisons), about 12% of a zero-latency engine's throughput (it was ~25% as method calls).
+  ``BOUNDARY`` only pays off on long contexts (thousands of tokens).
 - Only on a break does it pay for a diagnosis: the first divergent index and, for *unexpected*
   breaks, the decoded side-by-side from ``renderers_ext.check_extension``. Breaks the renderer
   announced (``renderers_ext.extension_expected(env.renderer, turn, env.messages)`` is False:
@@ -165,29 +157,6 @@ class ExtensionTracker:
         """The check this tracker runs."""
         return self._mode
 
-    @property
-    def split(self) -> bool:
-        """The current observation broke the extension: the next transition starts a datum."""
-        return self._split
-
-    def hot_state(self) -> tuple[FlatOb, int, int, int, int, int]:
-        """``(prev, prev_len, pending, seg, tokens_unique, tokens_per_turn)``: the state a turn
-        without a break changes. The engine's hot loop keeps it in locals, inlining :meth:`acted`
-        and the ``FULL`` check of :meth:`observe` for a single text chunk, and hands it back
-        with :meth:`set_hot_state` before calling any other method (and when the loop ends)."""
-        return self._prev, self._prev_len, self._pending, self._seg, self.tokens_unique, self.tokens_per_turn
-
-    def set_hot_state(
-        self, prev: FlatOb, prev_len: int, pending: int, seg: int, tokens_unique: int, tokens_per_turn: int
-    ) -> None:
-        """Restore what :meth:`hot_state` returned, as the inlined turns left it."""
-        self._prev = prev
-        self._prev_len = prev_len
-        self._pending = pending
-        self._seg = seg
-        self.tokens_unique = tokens_unique
-        self.tokens_per_turn = tokens_per_turn
-
     def start(self, ob: tinker.ModelInput) -> None:
         """Record the first observation."""
         self._prev, self._prev_len = flat_tokens_len(ob)
@@ -208,7 +177,7 @@ class ExtensionTracker:
     def step(
         self, action: list[int], next_ob: tinker.ModelInput, turn: int, env: Any
     ) -> ExtensionBreak | None:
-        """:meth:`acted` then :meth:`observe` (one call per non-final turn in the hot loop)."""
+        """:meth:`acted` then :meth:`observe`."""
         self.acted(len(action))
         return self.observe(action, next_ob, turn, env)
 

@@ -1,34 +1,22 @@
-"""One rollout: the hot loop (sample -> step -> record -> check), budgets, deadlines, gates.
+"""One rollout: sample -> step -> record -> check, under budgets, deadlines and global limiters.
 
-Cost notes (this loop is what ``bench/rollout_engine.py`` measures):
-
-- No cancel scope is opened per turn unless a per-call deadline is configured; the rollout
-  deadline is one ``anyio.move_on_after`` around the whole loop.
-- The two global limits are :class:`Gate` s (see its docstring for why not
-  ``async with CapacityLimiter``): taking a free slot is an integer decrement inlined here, with
-  no checkpoint; only a full gate queues (FIFO, on ``anyio.Event`` s). A gate whose limit is
-  ``None`` is skipped entirely.
-- Token-budget arithmetic runs only when a token budget is set.
-- The extension tracker's per-turn state is kept in locals of the loop (``ExtensionTracker.hot_state``):
-  a turn whose next observation is one text chunk extending the last one does its datum/token
-  accounting and the exact ``FULL`` check (two C-level list comparisons) inline, with no method
-  call; anything else (a break, several chunks, ``BOUNDARY``) goes through the tracker's methods.
+The loop follows the cookbook's ``rollout_runner._run_loop`` step for step (same stop semantics,
+pinned by ``tests/test_rollout_parity.py``) and adds what the cookbook's lacks: the global
+sampling / env-step limiters (``anyio.CapacityLimiter``), the step deadline, the run-time
+extension check with its datum/token accounting (:class:`~rollout._extension.ExtensionTracker`),
+compaction and the :class:`~rollout._results.TrajectoryStats`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
-import sys
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-import sniffio
 import tinker
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollout_limits import RolloutLimits
@@ -49,6 +37,7 @@ from tinker_cookbook.rl.types import (
 )
 
 from rollout._budget import cumulative_stop, effective_limits, has_token_budget, per_call_max_tokens
+from rollout._call import SampleCall, check_takes_call
 from rollout._compaction import (
     LOG_COMPACTION,
     METRIC_COMPACTION,
@@ -56,8 +45,7 @@ from rollout._compaction import (
     apply_compaction,
 )
 from rollout._config import EngineConfig, ExtensionCheck
-from rollout._context import _CURRENT, _Place
-from rollout._extension import ExtensionTracker
+from rollout._extension import ExtensionBreak, ExtensionTracker
 from rollout._results import InvalidCompletion, StepTimeout, TrajectoryStats
 
 METRIC_EXT_BREAK = "rollout/ext_break"
@@ -67,230 +55,126 @@ LOG_EXT_BREAK = "ext_break"
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 
-class Gate:
-    """A global cap on concurrent calls of one kind, with a fast path (``None``: no cap).
-
-    Why not ``async with anyio.CapacityLimiter``: its ``acquire`` does two event-loop
-    checkpoints even when a slot is free, which halved a zero-latency engine's throughput
-    (measured). A gate is a counter of free slots plus a FIFO of waiters: taking a free slot is
-    one integer decrement (inlined in the rollout loop, no checkpoint; the awaited call that
-    follows is the checkpoint), and a release hands the slot straight to the oldest waiter, so
-    the bound is exact and waiting is fair. A waiter cancelled after being handed a slot passes
-    it on. ``limit >= concurrent rollouts`` therefore costs ~nothing, and so does any
-    uncontended moment of a tighter limit.
-
-    Waiters are plain asyncio futures on the asyncio backend (an ``anyio.Event`` costs a
-    backend lookup per construction, the largest part of a contended hand-off, measured in
-    ``bench/rollout_engine.py``'s latency run) and ``anyio.Event`` s on any other backend.
-    """
-
-    __slots__ = ("_waiters", "free", "limit")
-
-    def __init__(self, limit: int | None):
-        self.limit = limit
-        self.free = limit or 0
-        """Free slots (the hot loop decrements it directly when positive)."""
-        self._waiters: deque[Any] = deque()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether this gate caps anything."""
-        return self.limit is not None
-
-    @property
-    def in_use(self) -> int:
-        """Slots currently held."""
-        return (self.limit or 0) - self.free
-
-    async def acquire(self) -> None:
-        """Take a slot, waiting (FIFO) when none is free."""
-        if self.free > 0:
-            self.free -= 1
-        else:
-            await self.wait()
-
-    async def wait(self) -> None:
-        """Slow path: queue until a release hands this caller a slot."""
-        loop = _running_asyncio_loop()
-        if loop is None:
-            await self._wait_event()
-            return
-        future = loop.create_future()
-        self._waiters.append(future)
-        try:
-            await future
-        except BaseException:
-            if future.done() and not future.cancelled():
-                self.release()  # the slot was handed over as we were cancelled: pass it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(future)
-            raise
-
-    async def _wait_event(self) -> None:
-        event = anyio.Event()
-        self._waiters.append(event)
-        try:
-            await event.wait()
-        except BaseException:
-            if event.is_set():
-                self.release()
-            else:
-                self._waiters.remove(event)
-            raise
-
-    def release(self) -> None:
-        """Give a slot back (to the oldest waiter still waiting, if any)."""
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if isinstance(waiter, asyncio.Future):
-                if not waiter.done():
-                    waiter.set_result(None)
-                    return
-            else:
-                waiter.set()
-                return
-        self.free += 1
+_NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+"""Stands in for an absent limiter (``async with`` it does nothing)."""
 
 
-def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when the current async library is asyncio, else None (looked up
-    on every wait, not cached: a gate may outlive the loop it first ran on)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-    return loop if sniffio.current_async_library() == "asyncio" else None
+class _Episode:
+    """One rollout's state and steps (the cookbook's ``_RolloutRunner``, without hooks)."""
 
-
-_EMPTY = tinker.ModelInput.empty()  # shared: building one costs a pydantic validation
-_TEXT_CHUNK = tinker.EncodedTextChunk
-
-
-_COMPLETED_KEY = f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}"
-_PREFIX_LEN = len(STOP_METRIC_PREFIX)
-
-
-def _env_stop_reason(metrics: dict[str, Any]) -> str | None:
-    """The cookbook's ``stop_reason_from_metrics`` (the first ``stop/<reason>`` key's reason),
-    without its generator: called once per episode, on non-empty metrics only."""
-    for key in metrics:
-        if key.startswith(STOP_METRIC_PREFIX):
-            return key[_PREFIX_LEN:]
-    return None
-
-
-_NO_PLACE = _Place(-1, -1, -1)
-"""Stands in for an absent place (a bare ``run_episode``): the loop stores the turn unconditionally."""
-
-_NO_GATE = Gate(None)
-"""Stands in for an absent sampling gate in the hot loop's typed local (never taken)."""
-
-
-class _State:
-    """What a rollout has collected so far (read by the deadline path)."""
-
-    __slots__ = ("ob", "sampled", "transitions", "truncations", "turns")
-
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        env: Env,
+        policy: TokenCompleter,
+        limits: RolloutLimits,
+        config: EngineConfig,
+        tracker: ExtensionTracker | None,
+        sample_limiter: anyio.CapacityLimiter | None,
+        step_limiter: anyio.CapacityLimiter | None,
+        place: tuple[int, int, int],
+    ) -> None:
+        self.env = env
+        self.policy = policy
+        self.limits = limits
+        self.config = config
+        self.tracker = tracker
+        self.sample_limiter = _Token(sample_limiter) if sample_limiter is not None else _NO_LIMIT
+        self.step_limiter = _Token(step_limiter) if step_limiter is not None else _NO_LIMIT
+        self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
-        self.ob: tinker.ModelInput = _EMPTY
-        self.sampled = 0
+        self.ob: tinker.ModelInput = tinker.ModelInput.empty()
         self.turns = 0
-        self.truncations = 0
+        self.sampled = 0
+        self.truncations = 0  # "length" stops the env continued past (cookbook metric)
 
+    async def run(self) -> str:
+        """Run the episode; return its stop reason ("" when the env gave none and
+        ``set_completed_stop_reason`` is off). Transitions accumulate in ``self.transitions``."""
+        initial = await self._env_call(self.env.initial_observation, "initial_observation")
+        if isinstance(initial, InitialObservationOverflow):
+            return self._overflow(initial)
+        self.ob, stop = initial
+        if self.tracker is not None:
+            self.tracker.start(self.ob)
 
-async def _sample(
-    policy: TokenCompleter,
-    ob: tinker.ModelInput,
-    stop: StopCondition,
-    max_tokens: int | None,
-    gate: Gate | None,
-    timeout: float | None,
-) -> TokensWithLogprobs:
-    if gate is not None:
-        await gate.acquire()
-    try:
-        if timeout is None:
-            if max_tokens is None:
-                return await policy(ob, stop)
-            return await policy(ob, stop, max_tokens=max_tokens)
-        try:
-            with anyio.fail_after(timeout):
-                if max_tokens is None:
-                    return await policy(ob, stop)
-                return await policy(ob, stop, max_tokens=max_tokens)
-        except TimeoutError as e:
-            raise SamplingTurnTimeoutError(
-                f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}"
-            ) from e
-    finally:
-        if gate is not None:
-            gate.release()
+        while True:
+            # 1. Budgets: stop before sampling when a turn or token budget is spent.
+            reason = self._budget_stop()
+            if reason is not None:
+                self._stop_transition(reason)
+                return reason
 
+            # 2. Sample.
+            ac = await self._sample(stop)
 
-async def _env_call(
-    call: Callable[[], Awaitable[Any]], gate: Gate | None, timeout: float | None, what: str
-) -> Any:
-    """``await call()`` under the env-step gate and the step deadline (the coroutine is created
-    only once a slot is held, so a cancelled wait leaves no un-awaited coroutine)."""
-    if gate is not None:
-        await gate.acquire()
-    try:
-        if timeout is None:
-            return await call()
-        try:
-            with anyio.fail_after(timeout):
-                return await call()
-        except TimeoutError as e:
-            raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}") from e
-    finally:
-        if gate is not None:
-            gate.release()
-
-
-def _stop_transition(state: _State, reason: str) -> None:
-    """Mark the last transition terminal with ``stop/<reason>`` (or add an empty one)."""
-    key = f"{STOP_METRIC_PREFIX}{reason}"
-    if state.transitions:
-        last = state.transitions[-1]
-        metrics = {k: v for k, v in last.metrics.items() if not k.startswith(STOP_METRIC_PREFIX)}
-        metrics[key] = 1.0
-        last.episode_done = True
-        last.metrics = metrics
-    else:
-        state.transitions.append(
-            Transition(
-                ob=_EMPTY,
-                ac=TokensWithLogprobs(tokens=[], maybe_logprobs=[]),
-                reward=0.0,
-                episode_done=True,
-                metrics={key: 1.0},
+            # 3. Step the env and record the transition.
+            result: StepResult = await self._env_call(
+                functools.partial(self.env.step, ac.tokens, extra=ActionExtra(stop_reason=ac.stop_reason)),
+                "env.step",
             )
-        )
+            transition = Transition(
+                ob=self.ob,
+                ac=ac,
+                reward=result.reward,
+                episode_done=result.episode_done,
+                metrics=result.metrics,
+                logs=result.logs,
+            )
+            self.transitions.append(transition)
+            self.turns += 1
+            self.sampled += len(ac.tokens)
+            if self.tracker is not None:
+                self.tracker.acted(len(ac.tokens))
+            self.ob = result.next_observation
+            stop = result.next_stop_condition
+            if result.episode_done:
+                return self._env_stop(transition)
+            if ac.stop_reason == "length":
+                self.truncations += 1
 
+            # 4. Check that the next observation extends this one + the action.
+            if self.tracker is not None:
+                brk = self.tracker.observe(ac.tokens, self.ob, self.turns, self.env)
+                if brk is not None:
+                    _mark_break(transition, brk)
 
-async def _loop(
-    env: Env,
-    policy: TokenCompleter,
-    limits: RolloutLimits,
-    config: EngineConfig,
-    state: _State,
-    tracker: ExtensionTracker | None,
-    sample_gate: Gate | None,
-    step_gate: Gate | None,
-) -> str:
-    """Run the episode; return its stop reason (transitions accumulate in ``state``)."""
-    step_timeout = config.step_timeout_s
-    sample_timeout = limits.sampling_turn_timeout_seconds
-    if step_gate is None and step_timeout is None:
-        initial = await env.initial_observation()
-    else:
-        initial = await _env_call(env.initial_observation, step_gate, step_timeout, "initial_observation")
-    if isinstance(initial, InitialObservationOverflow):
-        state.transitions.append(
+    def _budget_stop(self) -> str | None:
+        """The runner's stop before the next turn (turns, then token budgets), or None."""
+        limits = self.limits
+        if limits.max_turns is not None and self.turns >= limits.max_turns:
+            return StopReason.MAX_TURNS
+        if has_token_budget(limits):
+            return cumulative_stop(limits, self.ob.length, self.sampled)
+        return None
+
+    async def _sample(self, stop: StopCondition) -> TokensWithLogprobs:
+        """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``;
+        with ``max_tokens`` from the token budgets and ``call`` (its place) on a seeded engine."""
+        kwargs: dict[str, Any] = {}
+        if has_token_budget(self.limits):
+            kwargs["max_tokens"] = per_call_max_tokens(self.limits, self.ob.length, self.sampled)
+        if self.config.seed is not None:
+            kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
+        timeout = self.limits.sampling_turn_timeout_seconds
+        async with self.sample_limiter:
+            with _deadline(timeout):
+                return _checked(await self.policy(self.ob, stop, **kwargs))
+        raise SamplingTurnTimeoutError(f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}")
+
+    async def _env_call(self, call: Callable[[], Awaitable[_T]], what: str) -> _T:
+        """``await call()`` under the env-step limiter and ``step_timeout_s`` (the coroutine is
+        created only once a slot is held, so a cancelled wait leaves no un-awaited coroutine)."""
+        timeout = self.config.step_timeout_s
+        async with self.step_limiter:
+            with _deadline(timeout):
+                return await call()
+        raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}")
+
+    def _overflow(self, initial: InitialObservationOverflow) -> str:
+        """The env's first observation is already over budget: one empty, terminal transition."""
+        self.transitions.append(
             Transition(
                 ob=tinker.ModelInput.empty(),
                 ac=TokensWithLogprobs(tokens=[], maybe_logprobs=[]),
@@ -301,170 +185,92 @@ async def _loop(
             )
         )
         return stop_reason_from_metrics(initial.metrics) or StopReason.MAX_TOKENS
-    ob, stop = initial
-    transitions = state.transitions
-    max_turns = limits.max_turns
-    turn_cap = max_turns if max_turns is not None else sys.maxsize
-    token_budget = has_token_budget(limits)
-    limited = token_budget or max_turns is not None  # one test per turn when nothing is capped
-    max_tokens: int | None = None
-    plain_sample = sample_gate is None and sample_timeout is None
-    gate = sample_gate if sample_gate is not None else _NO_GATE  # typed for the inlined fast path
-    plain_step = step_gate is None and step_timeout is None
-    turn = 0
-    sampled = 0
-    place = _CURRENT.get() or _NO_PLACE  # the place of each policy call (rollout._context)
-    truncations = 0  # "length" stops the env continued past (cookbook metric)
-    # The tracker's per-turn state lives in locals while the loop runs (see ExtensionTracker.hot_state):
-    # the common turn (no pending split; FULL mode: one text chunk that extends) touches no attribute.
-    # While ``fast``, ``unique`` and ``pending`` are not updated per turn: an extending turn keeps
-    # ``unique - seg`` constant (``base``) and leaves ``pending == n_prev - seg`` (ExtensionTracker.acted
-    # then observe), so both are recomputed from ``base`` where the fast path is left.
-    full = split = fast = False  # fast: FULL check, no pending split (the inlined path)
-    prev: list[Any] = []
-    n_prev = pending = seg = unique = per_turn = base = 0
-    if tracker is not None:
-        tracker.start(ob)
-        full = fast = tracker.mode is ExtensionCheck.FULL
-        prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
-        base = unique - seg
-    try:
-        while True:
-            if limited:
-                if turn >= turn_cap:
-                    _stop_transition(state, StopReason.MAX_TURNS)
-                    return StopReason.MAX_TURNS
-                if token_budget:
-                    reason = cumulative_stop(limits, ob.length, sampled)
-                    if reason is not None:
-                        _stop_transition(state, reason)
-                        return reason
-                    max_tokens = per_call_max_tokens(limits, ob.length, sampled)
-            place.turn = turn
-            if plain_sample:
-                ac = await (
-                    policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
+
+    def _env_stop(self, transition: Transition) -> str:
+        """The env ended the episode: its ``stop/<reason>``, else ``completed`` (recorded)."""
+        reason = stop_reason_from_metrics(transition.metrics)
+        if reason is not None:
+            return reason
+        if not self.config.set_completed_stop_reason:
+            return ""
+        transition.metrics = {**transition.metrics, f"{STOP_METRIC_PREFIX}{StopReason.COMPLETED}": 1.0}
+        return StopReason.COMPLETED
+
+    def _stop_transition(self, reason: str) -> None:
+        """The runner stopped the episode: mark the last transition terminal with
+        ``stop/<reason>`` (or add an empty one)."""
+        key = f"{STOP_METRIC_PREFIX}{reason}"
+        if self.transitions:
+            last = self.transitions[-1]
+            metrics = {k: v for k, v in last.metrics.items() if not k.startswith(STOP_METRIC_PREFIX)}
+            metrics[key] = 1.0
+            last.episode_done = True
+            last.metrics = metrics
+        else:
+            self.transitions.append(
+                Transition(
+                    ob=tinker.ModelInput.empty(),
+                    ac=TokensWithLogprobs(tokens=[], maybe_logprobs=[]),
+                    reward=0.0,
+                    episode_done=True,
+                    metrics={key: 1.0},
                 )
-            elif sample_timeout is None:
-                # Gate fast paths inlined (see Gate): no coroutine, no checkpoint when a slot is
-                # free; a release with nobody waiting is an increment.
-                if gate.free > 0:
-                    gate.free -= 1
-                else:
-                    await gate.wait()
-                try:
-                    ac = await (
-                        policy(ob, stop) if max_tokens is None else policy(ob, stop, max_tokens=max_tokens)
-                    )
-                finally:
-                    if gate._waiters:
-                        gate.release()
-                    else:
-                        gate.free += 1
-            else:
-                ac = await _sample(policy, ob, stop, max_tokens, sample_gate, sample_timeout)
-            tokens = ac.tokens
-            if type(tokens) is not list:
-                tokens = ac.tokens = list(tokens)
-            n_ac = len(tokens)
-            logprobs = ac.maybe_logprobs
-            if logprobs is not None and len(logprobs) != n_ac:
-                raise InvalidCompletion(f"completer returned {n_ac} tokens but {len(logprobs)} logprobs")
-            ac_stop = ac.stop_reason
-            extra: ActionExtra = {"stop_reason": ac_stop}
-            if plain_step:
-                result: StepResult = await env.step(tokens, extra=extra)
-            else:
-                result = await _env_call(
-                    functools.partial(env.step, tokens, extra=extra), step_gate, step_timeout, "env.step"
-                )
-            done = result.episode_done
-            transition = Transition(ob, ac, result.reward, done, result.metrics, result.logs)
-            transitions.append(transition)
-            turn += 1
-            sampled += n_ac
-            if done:
-                if tracker is not None:
-                    if split:
-                        tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
-                        tracker.acted(n_ac)
-                        prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
-                    else:  # ExtensionTracker.acted, inlined
-                        seg = n_prev + n_ac
-                        unique = base + seg if fast else unique + pending + n_ac
-                        pending = 0
-                        per_turn += seg
-                        fast = False  # unique and pending are current
-                ob = result.next_observation
-                metrics = result.metrics
-                reason = _env_stop_reason(metrics) if metrics else None
-                if reason is None:
-                    if not config.set_completed_stop_reason:
-                        return ""
-                    transition.metrics = {**metrics, _COMPLETED_KEY: 1.0}
-                    reason = StopReason.COMPLETED
-                return reason
-            if ac_stop == "length":
-                truncations += 1
-            ob = result.next_observation
-            stop = result.next_stop_condition
-            if fast:
-                # ExtensionTracker.acted, inlined (unique and pending: see ``base``)
-                seg = n_prev + n_ac
-                per_turn += seg
-                # ExtensionTracker.observe's FULL check, inlined for one text chunk. Exact: every
-                # token of the previous observation and of the action is compared, by two C-level
-                # list comparisons, the short action slice first (equal slices imply the length).
-                chunks = ob.chunks
-                if len(chunks) == 1:
-                    chunk = chunks[0]
-                    if type(chunk) is _TEXT_CHUNK:
-                        new = chunk.tokens
-                        if type(new) is list and new[n_prev:seg] == tokens and new[:n_prev] == prev:
-                            n_prev = len(new)
-                            prev = new
-                            continue
-                # Anything else (a break, several chunks): the tracker's own path.
-                assert tracker is not None
-                unique = base + seg
-                pending = 0
-                fast = False  # unique and pending are current
-                tracker.set_hot_state(prev, n_prev, 0, seg, unique, per_turn)
-                brk = tracker.observe(tokens, ob, turn, env)
-            elif tracker is None:
-                continue
-            else:  # BOUNDARY mode, or the previous observation broke: the tracker's own path
-                tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
-                brk = tracker.step(tokens, ob, turn, env)
-            prev, n_prev, pending, seg, unique, per_turn = tracker.hot_state()
-            split = tracker.split
-            fast = full and not split
-            base = unique - seg
-            if brk is not None:
-                if brk.compaction:
-                    transition.metrics = {
-                        **transition.metrics,
-                        METRIC_EXT_BREAK: 1.0,
-                        METRIC_COMPACTION: 1.0,
-                    }
-                    transition.logs = {
-                        **transition.logs,
-                        LOG_EXT_BREAK: str(brk),
-                        LOG_COMPACTION: str(brk),
-                    }
-                else:
-                    transition.metrics = {**transition.metrics, METRIC_EXT_BREAK: 1.0}
-                    transition.logs = {**transition.logs, LOG_EXT_BREAK: str(brk)}
-    finally:  # also on the rollout deadline's cancellation
-        state.ob = ob
-        state.sampled = sampled
-        state.turns = turn
-        state.truncations = truncations
-        if tracker is not None:
-            if fast:
-                unique = base + seg
-                pending = n_prev - seg
-            tracker.set_hot_state(prev, n_prev, pending, seg, unique, per_turn)
+            )
+
+
+class _Token:
+    """``async with`` one token of an ``anyio.CapacityLimiter``: taken at once when one is free
+    (``acquire_nowait``, which also yields to queued waiters), else awaited (``acquire``: FIFO,
+    cancellable).
+
+    Why not ``async with limiter``: ``CapacityLimiter.acquire`` makes two event-loop checkpoints
+    even when a token is free (a cancel scope and a trip through the loop); measured with
+    ``bench/rollout_engine.py``'s 5 ms calls, that was about a fifth of the engine's CPU per
+    turn, which a loaded machine turns into wall time. The awaited call inside is the checkpoint.
+    """
+
+    __slots__ = ("limiter",)
+
+    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
+        self.limiter = limiter
+
+    async def __aenter__(self) -> None:
+        try:
+            self.limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self.limiter.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.limiter.release()
+
+
+def _deadline(seconds: float | None) -> contextlib.AbstractContextManager[Any]:
+    """``anyio.move_on_after(seconds)``, or nothing without a deadline: two cancel scopes per turn
+    were about a fifth of the engine's CPU per turn at ``bench/rollout_engine.py``'s 5 ms calls."""
+    return contextlib.nullcontext() if seconds is None else anyio.move_on_after(seconds)
+
+
+def _checked(ac: TokensWithLogprobs) -> TokensWithLogprobs:
+    """The completion with its tokens as a list; :class:`InvalidCompletion` when its logprobs do
+    not match its tokens."""
+    if type(ac.tokens) is not list:
+        ac.tokens = list(ac.tokens)
+    if ac.maybe_logprobs is not None and len(ac.maybe_logprobs) != len(ac.tokens):
+        raise InvalidCompletion(
+            f"completer returned {len(ac.tokens)} tokens but {len(ac.maybe_logprobs)} logprobs"
+        )
+    return ac
+
+
+def _mark_break(transition: Transition, brk: ExtensionBreak) -> None:
+    """Record an extension break (and a compaction) on the transition before it."""
+    metrics = {METRIC_EXT_BREAK: 1.0}
+    logs = {LOG_EXT_BREAK: str(brk)}
+    if brk.compaction:
+        metrics[METRIC_COMPACTION] = 1.0
+        logs[LOG_COMPACTION] = str(brk)
+    transition.metrics = {**transition.metrics, **metrics}
+    transition.logs = {**transition.logs, **logs}
 
 
 def _push_tool_call_limit(env: Env, max_tool_calls: int) -> None:
@@ -486,23 +292,31 @@ async def run_episode(
     env: Env,
     config: EngineConfig | None = None,
     *,
-    sample_gate: Gate | None = None,
-    step_gate: Gate | None = None,
+    sample_limiter: anyio.CapacityLimiter | None = None,
+    step_limiter: anyio.CapacityLimiter | None = None,
+    group: int = 0,
+    slot: int = 0,
+    attempt: int = 0,
 ) -> tuple[Trajectory, TrajectoryStats]:
     """Run one episode of ``env`` with ``policy``; return the cookbook ``Trajectory`` + stats.
 
     The same loop and stop semantics as the cookbook's ``rollout_runner.run_rollout(policy, env,
     limits=...)`` (pinned by ``tests/test_rollout_parity.py``), plus what it lacks: the global
-    gates, the step deadline, the run-time extension check, compaction and the
+    limiters (``sample_limiter`` around every policy call, ``step_limiter`` around every env
+    call), the step deadline, the run-time extension check, compaction and the
     :class:`TrajectoryStats`. Limits come from ``config.limits`` (unset fields fall back to the
     env's own ``rollout_limits``, as in the cookbook). A ``config.compaction_period`` is pushed
     into the env first (see :class:`rollout.SupportsCompaction`;
     :class:`rollout.CompactionUnsupported` when the env cannot honour it and
     ``config.compaction_required``). Budget stops and the rollout deadline end the episode
     gracefully with their ``StopReason``; a sampling/step deadline, a completer or env exception
-    propagates (the group's strategy decides what happens).
+    propagates (the group's strategy decides what happens). ``group``, ``slot``, ``attempt``: the
+    episode's place, handed to the policy with each call when ``config.seed`` is set
+    (:class:`rollout.SampleCall`).
     """
     config = config or EngineConfig()
+    if config.seed is not None:
+        check_takes_call(policy)
     t0 = time.monotonic()
     limits = effective_limits(config.limits, env)
     if limits.max_tool_calls is not None:
@@ -510,36 +324,37 @@ async def run_episode(
     unsupported = False
     if config.compaction_period is not None:
         unsupported = not apply_compaction(env, config.compaction_period, required=config.compaction_required)
-    state = _State()
     tracker = ExtensionTracker(config.extension_check, config.boundary_window)
-    if config.extension_check is ExtensionCheck.OFF:
-        tracker_used: ExtensionTracker | None = None
-    else:
-        tracker_used = tracker
-    sgate = sample_gate if sample_gate is not None and sample_gate.limit is not None else None
-    egate = step_gate if step_gate is not None and step_gate.limit is not None else None
+    checking = config.extension_check is not ExtensionCheck.OFF
+    episode = _Episode(
+        env,
+        policy,
+        limits,
+        config,
+        tracker if checking else None,
+        sample_limiter,
+        step_limiter,
+        (group, slot, attempt),
+    )
+
     reason: str | None = None
-    timeout = limits.rollout_timeout_seconds
-    if timeout is None:
-        reason = await _loop(env, policy, limits, config, state, tracker_used, sgate, egate)
-    else:
-        with anyio.move_on_after(timeout):
-            reason = await _loop(env, policy, limits, config, state, tracker_used, sgate, egate)
-        if reason is None:  # the deadline fired: keep what was collected, drop the in-flight turn
-            reason = StopReason.ROLLOUT_TIMEOUT
-            _stop_transition(state, reason)
-    if state.truncations and state.transitions:
-        last = state.transitions[-1]
-        last.metrics = {**last.metrics, TRUNCATION_METRIC_KEY: float(state.truncations)}
-    if unsupported and state.transitions:
-        last = state.transitions[-1]
-        last.metrics = {**last.metrics, METRIC_COMPACTION_UNSUPPORTED: 1.0}
-    if tracker_used is not None:
+    with anyio.move_on_after(limits.rollout_timeout_seconds):
+        reason = await episode.run()
+    if reason is None:  # the rollout deadline fired: keep what was collected, drop the in-flight turn
+        reason = StopReason.ROLLOUT_TIMEOUT
+        episode._stop_transition(reason)
+
+    transitions = episode.transitions
+    if episode.truncations and transitions:
+        transitions[-1].metrics = {**transitions[-1].metrics, TRUNCATION_METRIC_KEY: float(episode.truncations)}
+    if unsupported and transitions:
+        transitions[-1].metrics = {**transitions[-1].metrics, METRIC_COMPACTION_UNSUPPORTED: 1.0}
+    if checking:
         tracker.close()
-    trajectory = Trajectory(transitions=state.transitions, final_ob=state.ob, stop_reason=reason or None)
+    trajectory = Trajectory(transitions=transitions, final_ob=episode.ob, stop_reason=reason or None)
     stats = TrajectoryStats(
-        turns=state.turns,
-        sampled_tokens=state.sampled,
+        turns=episode.turns,
+        sampled_tokens=episode.sampled,
         breaks=tuple(tracker.breaks),
         compaction_unsupported=unsupported,
         datums=tracker.datums,

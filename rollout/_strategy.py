@@ -16,7 +16,6 @@ from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, Metrics, RolloutError, Trajectory, TrajectoryGroup
 
 from rollout._config import EngineConfig, StrategyKind
-from rollout._context import _CURRENT, _Place
 from rollout._results import (
     CleanupTimeout,
     GroupBelowFloor,
@@ -26,8 +25,7 @@ from rollout._results import (
     TrajectoryStats,
     error_of,
 )
-from rollout._runner import Gate, run_episode
-from rollout._tasks import Slots
+from rollout._runner import run_episode
 
 _Done = tuple[Trajectory, TrajectoryStats, Env]
 
@@ -38,13 +36,13 @@ async def _run_slots(
     policy: TokenCompleter,
     config: EngineConfig,
     errors: list[RolloutError],
-    sample_gate: Gate | None,
-    step_gate: Gate | None,
+    sample_limiter: anyio.CapacityLimiter | None,
+    step_limiter: anyio.CapacityLimiter | None,
     index: int,
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
     """Run every slot under the strategy; return (per-slot results, retries used, group failure).
 
-    Each attempt runs with its place set (group ``index``, slot, attempt: :func:`rollout.current_sample_call`).
+    Each attempt runs at its place (group ``index``, slot, attempt: :class:`rollout.SampleCall`).
     """
     strategy = config.strategy
     kind = strategy.kind
@@ -56,23 +54,27 @@ async def _run_slots(
     successes = 0
     failure: RolloutError | None = None
 
-    slots = Slots()
-
     def fail(err: RolloutError) -> None:
         nonlocal failure
         if failure is None:
             failure = err
-        slots.cancel()
+        slots.cancel_scope.cancel()
 
     async def slot(i: int) -> None:
         nonlocal retries_left, retries, successes
         env = envs[i]
         attempt = 0
         while True:
-            place = _CURRENT.set(_Place(index, i, attempt))
             try:
                 traj, stats = await run_episode(
-                    policy, env, config, sample_gate=sample_gate, step_gate=step_gate
+                    policy,
+                    env,
+                    config,
+                    sample_limiter=sample_limiter,
+                    step_limiter=step_limiter,
+                    group=index,
+                    slot=i,
+                    attempt=attempt,
                 )
             except Exception as exc:
                 err = error_of(exc)
@@ -98,13 +100,13 @@ async def _run_slots(
                 if kind is StrategyKind.RETRY:
                     fail(err)
                 return  # MIN_VIABLE: this slot failed, the others go on
-            finally:
-                _CURRENT.reset(place)
             results[i] = (traj, stats, env)
             successes += 1
             return
 
-    await slots.run(n, slot)  # slot 0 runs in the group's own task (rollout._tasks)
+    async with anyio.create_task_group() as slots:
+        for i in range(n):
+            slots.start_soon(slot, i)
 
     if failure is None and kind is StrategyKind.MIN_VIABLE and successes < floor:
         failure = error_of(GroupBelowFloor(f"{successes}/{n} rollouts succeeded, below the floor of {floor}"))
@@ -133,8 +135,8 @@ async def run_group(
     config: EngineConfig,
     *,
     index: int = 0,
-    sample_gate: Gate | None = None,
-    step_gate: Gate | None = None,
+    sample_limiter: anyio.CapacityLimiter | None = None,
+    step_limiter: anyio.CapacityLimiter | None = None,
 ) -> GroupOutcome:
     """Run one group to a :class:`GroupOutcome` (never raises for rollout/group failures).
 
@@ -155,7 +157,7 @@ async def run_group(
                 raise InvalidGroup("make_envs returned no envs")
             requested = len(envs)
             results, retries, failure = await _run_slots(
-                builder, envs, policy, config, errors, sample_gate, step_gate, index
+                builder, envs, policy, config, errors, sample_limiter, step_limiter, index
             )
             if failure is None:
                 kept = [r for r in results if r is not None]

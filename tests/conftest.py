@@ -60,7 +60,7 @@ EXPLORE: dict[str, bool] = {
     "test_env_core_properties": True,
     "test_rollout_properties": True,
     "test_rollout_datums": True,
-    "test_rollout_hot_loop": True,  # the hot loop's inlined extension accounting vs the tracker's methods
+    "test_rollout_accounting": True,  # the engine's extension accounting vs the tracker replayed
     "test_compaction_engine": True,
     "test_math_data": True,
     "test_code_env": True,  # CodeEnv's books and prefix across tool turns, with an in-process sandbox double

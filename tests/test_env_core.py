@@ -24,6 +24,7 @@ from envs.core import (
     Fault,
     FaultPolicy,
     Reply,
+    TurnEnd,
     decode_action,
 )
 from renderers_ext import CompactingRenderer, check_extension, load_renderer, prompt_tokens
@@ -482,3 +483,56 @@ def test_tool_prompt_declares_the_tools_in_the_renderers_format() -> None:
     assert prompt == QWEN.create_conversation_prefix_with_tools([spec], "Be brief.")
     assert DictReplyEnv(QWEN).tool_prompt("Be brief.") == [{"role": "system", "content": "Be brief."}]
     assert env.action_messages() is None
+
+
+class TurnEndRecordingEnv(ScriptedEnv):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.turn_ends: list[TurnEnd] = []
+
+    def on_turn_end(self, turn: TurnEnd) -> None:
+        self.turn_ends.append(turn)
+
+
+def test_on_turn_end_reports_every_step_with_its_fault_play_and_stop() -> None:
+    env = TurnEndRecordingEnv(
+        QWEN,
+        [user("hi")],
+        [Reply([user("go on")]), Reply([user("again")])],
+        faults={Fault.TRUNCATED: FaultPolicy(reward=-0.25, end_episode=False)},
+    )
+
+    async def go():
+        await start(env)
+        await env.step(act("one"))  # clean, played
+        await env.step(act("cut sh", stop=False), extra={"stop_reason": "length"})  # fault, played
+        r = await env.step(act("unterminated", stop=False))  # fault that ends: never played
+        assert r.episode_done
+
+    run(go())
+    assert env.turn_ends == [
+        TurnEnd(fault=None, played=True, stop_reason=None),
+        TurnEnd(fault=Fault.TRUNCATED, played=True, stop_reason=None),
+        TurnEnd(fault=Fault.MALFORMED, played=False, stop_reason=StopReason.PARSE_ERROR),
+    ]
+
+
+def test_no_env_overrides_chat_env_step() -> None:
+    """Games keep their counters through ``on_turn_end``; the base's ``step`` is the only one."""
+    import importlib
+    import pkgutil
+
+    import envs
+
+    for info in pkgutil.walk_packages(envs.__path__, "envs."):
+        if ".env" in info.name:  # every game's module (envs.<game>.env)
+            importlib.import_module(info.name)
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    games = [c for c in subclasses(ChatEnv) if c.__module__.startswith("envs.")]
+    assert "TwentyQuestionsEnv" in {c.__name__ for c in games}
+    assert all(c.step is ChatEnv.step for c in games), [
+        c.__name__ for c in games if c.step is not ChatEnv.step
+    ]

@@ -13,7 +13,6 @@ from tinker_cookbook.preference.preference_datasets import ComparisonBuilderFrom
 import envs.judge.testing  # noqa: F401  (registers the scripted: judges)
 from envs.judge.preference import (
     PreferenceConfig,
-    SeededSamplingClient,
     answer_seed,
     main,
     run_pipeline,
@@ -112,25 +111,6 @@ def test_answer_seeds_are_stable_distinct_and_int32() -> None:
     assert (
         answer_seed(0, "pref-00", 1, 3) == answer_seed(0, "pref-00", 1, 3) != answer_seed(1, "pref-00", 1, 3)
     )
-
-
-def test_seeded_client_fills_the_seed_unless_the_request_sets_one() -> None:
-    import anyio
-    import tinker
-
-    sent: list[int | None] = []
-
-    class Client:
-        base = "x"
-
-        async def sample_async(self, prompt, num_samples, sampling_params, **kwargs):  # type: ignore[no-untyped-def]
-            sent.append(sampling_params.seed)
-
-    client = SeededSamplingClient(Client(), 7)
-    prompt = tinker.ModelInput.from_ints([1, 2])
-    anyio.run(lambda: client.sample_async(prompt, 1, tinker.SamplingParams(max_tokens=1)))
-    anyio.run(lambda: client.sample_async(prompt, 1, tinker.SamplingParams(max_tokens=1, seed=3)))
-    assert sent == [7, 3] and client.base == "x"
 
 
 def test_the_pairs_are_the_same_on_a_second_run(pipeline: tuple[Path, dict, PreferenceConfig]) -> None:

@@ -268,10 +268,10 @@ def test_abort_batch_cancels_the_rest_and_reports_partial_results():
     run(main)
 
 
-# --- gates ----------------------------------------------------------------------------------------
+# --- limiters ----------------------------------------------------------------------------------------
 
 
-def test_sampling_gate_bounds_in_flight_calls():
+def test_sampling_limiter_bounds_in_flight_calls():
     async def main():
         policy = ScriptedTokenCompleter([ACTION], cycle=True, delay=0.002)
         engine = RolloutEngine(policy, EngineConfig(max_concurrent_samples=5))
@@ -282,7 +282,7 @@ def test_sampling_gate_bounds_in_flight_calls():
     run(main)
 
 
-def test_env_step_gate_bounds_in_flight_steps():
+def test_env_step_limiter_bounds_in_flight_steps():
     in_flight = 0
     peak = 0
 
@@ -305,32 +305,21 @@ def test_env_step_gate_bounds_in_flight_steps():
     run(main)
 
 
-def test_gate_hands_slots_over_in_fifo_order_and_survives_cancellation():
-    from rollout import Gate
+def test_a_cancelled_rollout_frees_its_sampling_slot():
+    """A rollout cancelled while it waits for (or holds) a sampling slot gives the slot back:
+    the engine's next batch runs at the full limit."""
 
     async def main():
-        gate = Gate(1)
-        order: list[int] = []
-        await gate.acquire()
-
-        async def waiter(i: int) -> None:
-            await gate.acquire()
-            order.append(i)
-            gate.release()
-
-        async with anyio.create_task_group() as tg:
-            for i in range(3):
-                tg.start_soon(waiter, i)
-            await anyio.sleep(0.01)
-            with anyio.move_on_after(0.01):  # a cancelled waiter must not leak the slot
-                await gate.acquire()
-            gate.release()
-        assert order == [0, 1, 2] and gate.free == 1 and gate.in_use == 0
+        policy = ScriptedTokenCompleter([ACTION], cycle=True, delay=0.005)
+        engine = RolloutEngine(policy, EngineConfig(max_concurrent_samples=2))
+        with anyio.move_on_after(0.012):  # cancels rollouts waiting for a slot and holding one
+            await engine.run_batch([_group(size=3) for _ in range(2)])
+        policy.max_in_flight = 0
+        result = await engine.run_batch([_group(size=3) for _ in range(2)])
+        assert result.metrics["rollouts/completed"] == 6
+        assert policy.max_in_flight == 2
 
     run(main)
-
-
-# --- streaming and cancellation -------------------------------------------------------------------
 
 
 def test_stream_yields_groups_as_they_finish():
@@ -431,60 +420,18 @@ def test_stream_raises_batch_aborted_on_exit():
     run(main)
 
 
-def test_gate_slot_handed_to_a_waiter_cancelled_before_it_runs_is_passed_on():
-    """asyncio: a task cancelled after its slot was handed over (before it resumed) passes the
-    slot on. (anyio's own cancel scopes never cancel such a task: it resumes holding the slot.)"""
+def test_an_engine_serves_one_event_loop_after_another():
+    """The limiters belong to the event loop that uses them: an engine reused by a second
+    ``asyncio.run`` still bounds its calls."""
     import asyncio
 
-    from rollout import Gate
-
-    async def main() -> None:
-        gate = Gate(1)
-        await gate.acquire()
-        got: list[str] = []
-
-        async def waiter(name: str) -> None:
-            await gate.acquire()
-            got.append(name)
-            gate.release()
-
-        b = asyncio.get_running_loop().create_task(waiter("b"))
-        c = asyncio.get_running_loop().create_task(waiter("c"))
-        await asyncio.sleep(0.01)  # both queued, b first
-        gate.release()  # hands the slot to b ...
-        b.cancel()  # ... which is cancelled before it runs: c must get the slot
-        await asyncio.wait_for(asyncio.gather(b, c, return_exceptions=True), timeout=5)
-        assert b.cancelled() and got == ["c"]
-        assert gate.free == 1 and gate.in_use == 0
-
-    asyncio.run(main())
-
-
-def test_gate_works_across_event_loops():
-    """A gate outliving one ``asyncio.run`` hands slots over in the next one."""
-    import asyncio
-
-    from rollout import Gate
-
-    gate = Gate(1)
-
-    async def contend() -> list[int]:
-        order: list[int] = []
-
-        async def user(i: int) -> None:
-            await gate.acquire()
-            try:
-                order.append(i)
-                await asyncio.sleep(0.001)
-            finally:
-                gate.release()
-
-        await asyncio.wait_for(asyncio.gather(*(user(i) for i in range(3))), timeout=5)
-        return order
-
-    assert asyncio.run(contend()) == [0, 1, 2]
-    assert asyncio.run(contend()) == [0, 1, 2]
-    assert gate.free == 1
+    policy = ScriptedTokenCompleter([ACTION], cycle=True, delay=0.002)
+    engine = RolloutEngine(policy, EngineConfig(max_concurrent_samples=2))
+    for _ in range(2):
+        policy.max_in_flight = 0
+        result = asyncio.run(engine.run_batch([_group(size=3) for _ in range(2)]))
+        assert result.metrics["rollouts/completed"] == 6
+        assert policy.max_in_flight == 2
 
 
 def test_max_tool_calls_is_pushed_through_the_cookbook_seam(caplog):

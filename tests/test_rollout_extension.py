@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from tinker_cookbook.completers import MessageCompleter
+from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 from tinker_cookbook.recipes.multiplayer_rl.twenty_questions.env import (
     TwentyQuestionsEnv,
     TwentyQuestionsEnvGroupBuilder,
@@ -15,7 +15,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import StopReason
 
 from backend.model import SMOLLM2
-from completers import ScriptedTokenCompleter
+from completers import ScriptedGroupCompleter, ScriptedTokenCompleter
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, load_renderer
 from rollout import (
@@ -62,7 +62,14 @@ def twenty_questions_batch(
     builder = TwentyQuestionsEnvGroupBuilder(
         answerer=answerer, answer="apple", renderer=renderer, num_envs=num_envs
     )
-    engine = RolloutEngine(ScriptedTokenCompleter(actions(renderer, texts), cycle=True), config)
+    # Each env plays the whole script: the envs' turns interleave, so a group of envs needs a
+    # script per env (routed by conversation: for renderers that extend their prompts).
+    acts = actions(renderer, texts)
+    if num_envs == 1:
+        policy: TokenCompleter = ScriptedTokenCompleter(acts, cycle=True)
+    else:
+        policy = ScriptedGroupCompleter([ScriptedTokenCompleter(acts, cycle=True) for _ in range(num_envs)])
+    engine = RolloutEngine(policy, config)
     return anyio.run(engine.run_batch, [builder]), answerer
 
 
@@ -102,10 +109,10 @@ def test_checker_marks_announced_breaks_as_expected():
     renderer = load_renderer("qwen3", SMOLLM2)
     assert not renderer.has_extension_property
     result, _ = twenty_questions_batch(
-        renderer, [THINK + "Is it a fruit?", THINK + "Is it red?", THINK + "Guess: apple"]
+        renderer, [THINK + "Is it a fruit?", THINK + "Is it red?", THINK + "Guess: apple"], num_envs=1
     )
     (o,) = result.outcomes
-    assert result.metrics["traj/ext_breaks"] == 4 and result.metrics["traj/ext_breaks_unexpected"] == 0
+    assert result.metrics["traj/ext_breaks"] == 2 and result.metrics["traj/ext_breaks_unexpected"] == 0
     assert all(s.datums == 3 for s in o.stats)  # one datum per turn
     assert result.metrics["tokens/trained"] > result.metrics["tokens/unique"]
 
@@ -310,10 +317,10 @@ def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
 
     renderer = load_renderer("qwen3_instruct", SMOLLM2)
     policy = ScriptedTokenCompleter(actions(renderer, ["Guess: 512", "Guess: 256", "Guess: 300"]), cycle=True)
-    builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=2)
+    builder = GuessNumberEnvGroupBuilder(answer=300, renderer=renderer, num_envs=1)
     result = anyio.run(RolloutEngine(policy).run_batch, [builder])
     (o,) = result.outcomes
-    assert o.ok and o.group is not None and o.group.get_total_rewards() == [1.0, 1.0]
+    assert o.ok and o.group is not None and o.group.get_total_rewards() == [1.0]
     # The recipe stores the model's turns with role "player", so its history renders
     # "<|im_start|>player" where the model sampled after "<|im_start|>assistant": every turn breaks.
     for stats in o.stats:

@@ -122,8 +122,9 @@ def test_two_step_run_writes_every_artifact(two_step_run: Path) -> None:
         "turns/mean",
         "tokens/sampled",
         "tokens/per_second",
-        "datums_per_trajectory",
-        "extension_breaks",
+        "datums",
+        "rollout/traj/datums_per_traj",
+        "rollout/traj/ext_breaks",
         "time/sample",
         "time/train",
         "time/step",
@@ -131,8 +132,11 @@ def test_two_step_run_writes_every_artifact(two_step_run: Path) -> None:
     ):
         assert key in rows[0], key
     assert rows[0]["turns/mean"] == 2.0  # the parity env always plays 2 turns
-    assert rows[0]["datums_per_trajectory"] == 1.0  # its observations always extend
-    assert rows[0]["extension_breaks"] == 0.0
+    assert rows[0]["rollout/traj/datums_per_traj"] == 1.0  # its observations always extend
+    assert rows[0]["rollout/traj/ext_breaks"] == 0.0
+    # one metric per fact: no copies under other names
+    for gone in ("datums_per_trajectory", "extension_breaks", "assembly/datums/count"):
+        assert all(gone not in r for r in rows), gone
     trained = [r for r in rows if r["datums"] > 0]
     assert trained, "with 4 random samples per group some group has mixed rewards"
     assert "optim/kl_sample_train_v1" in trained[0] and "optim/kl_sample_train_v2" in trained[0]

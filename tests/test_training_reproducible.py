@@ -20,9 +20,11 @@ import tinker
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StepResult
 
 import training
-from rollout import SampleCall, current_sample_call
+from backend.seeding import SEED_BITS, mix_seed
+from rollout import EngineConfig, RolloutEngine, SampleCall
+from training import SeededTokenCompleter, call_seed
 from training._logging import read_rows
-from training._rollouts import SERVICE_SEED_BITS, batch_seed, call_seed, sample_batch
+from training._rollouts import batch_seed, sample_batch
 from training.testing import ToyConfig
 
 
@@ -171,38 +173,67 @@ def test_an_unseeded_batch_hands_samples_out_by_arrival() -> None:
 
 
 def test_call_seeds_differ_by_every_part_of_the_place() -> None:
-    base = SampleCall(group=0, slot=0, attempt=0, turn=0)
-    places = [base, *(dataclasses.replace(base, **{f: 1}) for f in ("group", "slot", "attempt", "turn"))]
-    seeds = {call_seed(7, c) for c in places} | {call_seed(8, base)}
-    assert len(seeds) == len(places) + 1
-    assert all(0 <= s < 2**63 for s in seeds)
+    base = SampleCall(seed=7, group=0, slot=0, attempt=0, turn=0)
+    fields = ("seed", "group", "slot", "attempt", "turn")
+    places = [base, *(dataclasses.replace(base, **{f: 1}) for f in fields)]
+    seeds = {call_seed(c) for c in places}
+    assert len(seeds) == len(places)
+    assert all(0 <= s < 2**SEED_BITS for s in seeds)
     assert batch_seed(7, "train", 3) != batch_seed(7, "eval", 3) != batch_seed(7, "train", 4)
 
 
-def test_the_engine_sets_the_place_of_each_call_and_clears_it() -> None:
+def test_one_mixer_of_one_width() -> None:
+    """Every seed is ``mix_seed``'s: 31 bits (what every Tinker service accepts, an int32),
+    stable, and sensitive to each part and its position."""
+    assert SEED_BITS == 31
+    assert mix_seed(1, "a", 2) == mix_seed(1, "a", 2) != mix_seed(2, "a", 1)
+    assert mix_seed(1, 2) != mix_seed(12) and mix_seed(b"x") != mix_seed("x")
+    assert all(0 <= mix_seed(i) < 2**31 for i in range(200))
+    assert len({mix_seed(i) for i in range(200)}) == 200
+
+
+def test_a_seeded_engine_hands_each_call_its_place() -> None:
+    """With ``EngineConfig.seed``, the engine passes every policy call its place; without, the
+    policy is called as the cookbook calls it (no ``call``)."""
     seen: list[SampleCall | None] = []
 
-    class _Recording(_ArrivalSeededSampler):
-        async def sample_async(self, prompt, num_samples, sampling_params, **kw):  # type: ignore[override]
-            seen.append(current_sample_call())
-            return await super().sample_async(prompt, num_samples, sampling_params, **kw)
+    class _Recording(SeededTokenCompleter):
+        async def __call__(self, model_input, stop, *, max_tokens=None, call=None):  # type: ignore[override]
+            seen.append(call)
+            return await super().__call__(model_input, stop, max_tokens=max_tokens, call=call)
 
-    anyio.run(
-        functools.partial(
-            sample_batch, [_Group()], _Recording(0), max_tokens=4, temperature=1.0, sampler_step=0
-        )
-    )
-    assert sorted((c.group, c.slot, c.attempt, c.turn) for c in seen if c is not None) == [
-        (0, s, 0, t) for s in range(6) for t in range(3)
+    policy = _Recording(_ArrivalSeededSampler(0), max_tokens=4)  # type: ignore[arg-type]
+    anyio.run(RolloutEngine(policy, EngineConfig(seed=9)).run_batch, [_Group(), _Group()])
+    assert sorted((c.seed, c.group, c.slot, c.attempt, c.turn) for c in seen if c is not None) == [
+        (9, g, s, 0, t) for g in range(2) for s in range(6) for t in range(3)
     ]
-    assert current_sample_call() is None
+    assert len(seen) == 36
+    seen.clear()
+    anyio.run(RolloutEngine(policy).run_batch, [_Group()])
+    assert seen == [None] * 18
+
+
+def test_a_seeded_engine_refuses_a_policy_that_takes_no_call() -> None:
+    from completers import ScriptedTokenCompleter
+
+    with pytest.raises(TypeError, match="takes no `call` keyword"):
+        RolloutEngine(ScriptedTokenCompleter([[1]]), EngineConfig(seed=1))
+
+
+def test_the_seeded_completer_seeds_by_call_else_by_its_own_seed() -> None:
+    sampler = _ArrivalSeededSampler(0)
+    prompt = tinker.ModelInput.from_ints([1, 2])
+    call = SampleCall(seed=3, group=1, slot=2, attempt=0, turn=4)
+    seeded = SeededTokenCompleter(sampler, max_tokens=2, seed=5)  # type: ignore[arg-type]
+    anyio.run(lambda: seeded(prompt, [0], call=call))
+    anyio.run(lambda: seeded(prompt, [0]))
+    anyio.run(lambda: SeededTokenCompleter(sampler, max_tokens=2)(prompt, [0]))  # type: ignore[arg-type]
+    assert sampler.seeds == [call_seed(call), 5, None]
 
 
 def test_a_retried_env_samples_under_its_next_attempt() -> None:
     """A slot whose env failed is retried on a fresh env under ``attempt + 1`` (so its seeds differ
     from the failed attempt's), the others stay at attempt 0."""
-    seen: list[SampleCall] = []
-
     class _FailsOnce(_EchoEnv):
         failed = False
 
@@ -216,40 +247,27 @@ def test_a_retried_env_samples_under_its_next_attempt() -> None:
         async def make_envs(self) -> list[Env]:
             return [_EchoEnv(), _FailsOnce()]
 
-    class _Recording(_ArrivalSeededSampler):
-        async def sample_async(self, prompt, num_samples, sampling_params, **kw):  # type: ignore[override]
-            call = current_sample_call()
-            assert call is not None
-            seen.append(call)
-            return await super().sample_async(prompt, num_samples, sampling_params, **kw)
-
+    sampler = _ArrivalSeededSampler(0)
     batch = anyio.run(
         functools.partial(
-            sample_batch, [_OneFlaky()], _Recording(0), max_tokens=4, temperature=1.0, sampler_step=0, seed=5
+            sample_batch, [_OneFlaky()], sampler, max_tokens=4, temperature=1.0, sampler_step=0, seed=5
         )
     )
     assert len(batch.groups[0].trajectories_G) == 2
-    assert sorted({(c.slot, c.attempt) for c in seen}) == [(0, 0), (1, 0), (1, 1)]
-    assert sorted(c.turn for c in seen if (c.slot, c.attempt) == (1, 1)) == [0, 1, 2]
+    # The failed attempt sampled once (turn 0) before its env raised.
+    places = [(0, 0, t) for t in range(3)] + [(1, 0, 0)] + [(1, 1, t) for t in range(3)]
+    expected = sorted(call_seed(SampleCall(5, 0, s, a, t)) for s, a, t in places)
+    assert sorted(s for s in sampler.seeds if s is not None) == expected
 
 
-def test_seeds_sent_to_a_tinker_service_fit_an_int32() -> None:
-    """SkyRL tx answers 400 ("out of bounds for int32") to a larger seed: the loop sends
-    :data:`SERVICE_SEED_BITS`-bit seeds to a service, 63-bit ones to the local backend."""
+def test_seeds_sent_to_any_sampler_fit_an_int32() -> None:
+    """SkyRL tx answers 400 ("out of bounds for int32") to a larger seed: every seed the loop
+    sends fits, whatever the backend."""
     sampler = _ArrivalSeededSampler(0)
     anyio.run(
         functools.partial(
-            sample_batch,
-            [_Group(), _Group()],
-            sampler,
-            max_tokens=4,
-            temperature=1.0,
-            sampler_step=0,
-            seed=11,
-            seed_bits=SERVICE_SEED_BITS,
+            sample_batch, [_Group(), _Group()], sampler, max_tokens=4, temperature=1.0, sampler_step=0, seed=11
         )
     )
     assert sampler.seeds and all(s is not None and 0 <= s < 2**31 for s in sampler.seeds)
     assert len(set(sampler.seeds)) == len(sampler.seeds)  # 36 places, 36 seeds
-    place = SampleCall(group=1, slot=2, attempt=0, turn=1)
-    assert call_seed(11, place, SERVICE_SEED_BITS) == call_seed(11, place) >> 32

@@ -51,6 +51,12 @@ from ._metrics import (
 from ._plot import (
     plot_reward_curve as plot_reward_curve,
 )
+from ._rollouts import (
+    SeededTokenCompleter as SeededTokenCompleter,
+)
+from ._rollouts import (
+    call_seed as call_seed,
+)
 from ._warm_start import (
     ScriptedEpisode as ScriptedEpisode,
 )

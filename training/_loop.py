@@ -50,7 +50,6 @@ from training._metrics import group_metrics
 from training._plot import PLOT_FILE, plot_reward_curve
 from training._progress import ProgressDisplay
 from training._rollouts import (
-    SERVICE_SEED_BITS,
     SampledBatch,
     batch_seed,
     rollout_config,
@@ -355,7 +354,6 @@ class _Run:
         self.training_client: Any = None
         self.sampling_client: Any = None
         self.sampler_step = 0
-        self.seed_bits = 63  # per-call seed width; SERVICE_SEED_BITS on a Tinker service (run())
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
@@ -416,10 +414,6 @@ class _Run:
 
         register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
-        from backend import resolve_backend
-
-        if resolve_backend(config.backend) != "local":
-            self.seed_bits = SERVICE_SEED_BITS
         await self._make_training_client(service, record)
         self.tokenizer = self.training_client.get_tokenizer()
         train_ds, test_ds = await builder()
@@ -522,7 +516,6 @@ class _Run:
                     sampler_step=version,
                     compaction_period=self.config.compaction_period,
                     seed=batch_seed(self.config.seed, "train", step),
-                    seed_bits=self.seed_bits,
                 )
                 if self.config.max_steps_off_policy == 0:  # alone on its sampler: exact counts
                     pending.result.sampler_metrics.update(_sampler_delta(before, client))
@@ -564,8 +557,8 @@ class _Run:
             normalize_std=config.advantage_normalize_std, discount=config.advantage_discount
         )
         datums, assembly = to_datums(groups, advantages) if groups else ([], {})
-        metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
-        metrics["datums"] = float(len(datums))
+        metrics["datums"] = float(len(datums))  # the datum count (assembly's datums/count is the same)
+        metrics.update({f"assembly/{k}": v for k, v in assembly.items() if k != "datums/count"})
         metrics[METRIC_NO_DATUM] = float(not datums)
         if not datums:
             self._warn_no_datum(step, batch.groups)
@@ -614,8 +607,6 @@ class _Run:
         tags = [b.logging_tags() for b in batch.builders]
         metrics: dict[str, Any] = group_metrics(batch.groups, win_metric=self.config.win_metric, tags=tags)
         metrics.update({f"rollout/{k}": v for k, v in batch.metrics.items()})
-        metrics["datums_per_trajectory"] = batch.metrics.get("traj/datums_per_traj", 0.0)
-        metrics["extension_breaks"] = batch.metrics.get("traj/ext_breaks", metrics["extension_breaks"])
         metrics["groups/failed"] = float(batch.failed)
         metrics.update(batch.sampler_metrics)
         return metrics
@@ -696,7 +687,6 @@ class _Run:
             sampler_step=self.sampler_step,
             compaction_period=self.config.compaction_period,
             seed=batch_seed(self.config.seed, "eval", step),
-            seed_bits=self.seed_bits,
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)

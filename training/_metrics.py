@@ -6,12 +6,13 @@ Keys (one flat dict per step; the same keys with an ``eval/`` prefix in ``eval.j
 - ``win_rate``: fraction of trajectories that won (see :func:`trajectory_won`);
 - ``turns/mean``: assistant turns per trajectory;
 - ``tokens/sampled``, ``tokens/observation``: action tokens and observation tokens of the batch;
-- ``datums_per_trajectory``: training sequences per trajectory (1.0 when every observation
-  extends the previous observation + action);
-- ``extension_breaks``: turns whose observation was re-rendered instead of extended;
 - ``groups/total``, ``groups/trained``, ``groups/failed``: groups sampled, kept for training
   (after removing constant-reward groups), and lost to rollout errors;
 - ``env/all/...``: the cookbook's per-env aggregates (turns, tokens, every env metric, by-group).
+
+The training loop adds the engine's batch summary under ``rollout/`` (``rollout.summarize``: the
+one datums-per-trajectory figure is ``rollout/traj/datums_per_traj``, the one extension-break
+count ``rollout/traj/ext_breaks``) and ``datums``, the datums trained on.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from collections.abc import Sequence
 
 from tinker_cookbook.rl.metric_util import compute_trajectory_metrics
 from tinker_cookbook.rl.types import Trajectory, TrajectoryGroup
-
-METRIC_RERENDER = "turngym/rerender"  # same key as envs.core.METRIC_RERENDER (kept import-light)
 
 
 def trajectory_won(
@@ -59,7 +58,7 @@ def group_metrics(
     rewards: list[float] = []
     wins: list[float] = []
     turns: list[float] = []
-    sampled = observation = breaks = 0
+    sampled = observation = 0
     for group in groups:
         for traj, total, gm in zip(
             group.trajectories_G, group.get_total_rewards(), group.metrics_G, strict=True
@@ -70,7 +69,6 @@ def group_metrics(
             for t in traj.transitions:
                 sampled += len(t.ac.tokens)
                 observation += t.ob.length
-                breaks += int(t.metrics.get(METRIC_RERENDER, 0.0) >= 1.0)
     out: dict[str, float] = {
         "reward/mean": _mean(rewards),
         "reward/std": _std(rewards),
@@ -79,7 +77,6 @@ def group_metrics(
         "episodes": float(len(rewards)),
         "tokens/sampled": float(sampled),
         "tokens/observation": float(observation),
-        "extension_breaks": float(breaks),
         "groups/total": float(len(groups)),
     }
     if groups:

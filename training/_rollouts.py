@@ -8,16 +8,16 @@ cookbook's advantages and ``trajectory_to_data``), so switching engines touches 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import tinker
-from tinker_cookbook.completers import TinkerTokenCompleter
+from tinker_cookbook.completers import StopCondition, TinkerTokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
+from backend.seeding import mix_seed
 from rollout import (
     AdvantageConfig,
     EngineConfig,
@@ -26,7 +26,6 @@ from rollout import (
     SampleCall,
     Strategy,
     assemble,
-    current_sample_call,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,63 +58,66 @@ class SampledBatch:
     ``sampler/reused_tokens`` on the local backend)."""
 
 
-def _mix(*parts: object) -> int:
-    key = ":".join(map(str, parts)).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
-
-
 def batch_seed(run_seed: int, kind: str, step: int) -> int:
     """The seed of the batch of ``kind`` (``"train"``, ``"eval"``) at ``step`` of a run."""
-    return _mix(run_seed, kind, step)
+    return mix_seed(run_seed, kind, step)
 
 
-SERVICE_SEED_BITS = 31
-"""Bits of the per-call seeds sent to a Tinker service: a non-negative int32 (SkyRL tx answers 400,
-"out of bounds for int32", to larger ones). The local backend takes 63."""
+def call_seed(call: SampleCall) -> int:
+    """The sampling seed of one policy call of a seeded engine: its seed and place, mixed."""
+    return mix_seed(call.seed, call.group, call.slot, call.attempt, call.turn)
 
 
-def call_seed(seed: int, call: SampleCall, bits: int = 63) -> int:
-    """The sampling seed of one policy call of a batch with ``seed`` (``bits`` bits, stable everywhere)."""
-    return _mix(seed, call.group, call.slot, call.attempt, call.turn) >> (63 - bits)
+@dataclass
+class SeededTokenCompleter(TinkerTokenCompleter):
+    """The cookbook's ``TinkerTokenCompleter`` whose sampling requests carry a seed: the engine's
+    per-call one (:func:`call_seed` of the ``call`` a seeded engine passes, see
+    ``rollout.EngineConfig.seed``), else :attr:`seed` when set, else none.
 
-
-class PlacedSeedClient:
-    """A sampling client whose requests carry a seed derived from ``seed`` and the place of the
-    call (:func:`rollout.current_sample_call`), unless they already carry one.
-
-    Without it a sampler seeds a request from its prompt and arrival order, so where several envs
-    of a group send the same prompt, which env gets which sample depends on timing: the same
-    trajectories land in another order, the trainer sums them in another order, and two runs
-    with one seed drift apart from the second step on. Every other attribute is the client's.
+    Without per-call seeds a sampler seeds a request from its prompt and arrival order, so where
+    several envs of a group send the same prompt, which env gets which sample depends on timing:
+    two runs with one seed drift apart. Seeds are :data:`backend.seeding.SEED_BITS` wide, which
+    every Tinker service accepts.
     """
 
-    def __init__(self, client: Any, seed: int, bits: int = 63) -> None:
-        self.client = client
-        self.seed = seed
-        self.bits = bits
+    seed: int | None = None
+    """Seed of the calls that come without a ``call`` (e.g. from the cookbook's own rollouts)."""
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-    async def sample_async(
+    async def __call__(
         self,
-        prompt: tinker.ModelInput,
-        num_samples: int,
-        sampling_params: tinker.SamplingParams,
-        **kwargs: Any,
-    ) -> tinker.SampleResponse:
-        """The client's ``sample_async`` with the call's seed filled in."""
-        call = current_sample_call()
-        if call is not None and sampling_params.seed is None:
-            sampling_params = sampling_params.model_copy(
-                update={"seed": call_seed(self.seed, call, self.bits)}
-            )
-        return await self.client.sample_async(
-            prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kwargs
+        model_input: tinker.ModelInput,
+        stop: StopCondition,
+        *,
+        max_tokens: int | None = None,
+        call: SampleCall | None = None,
+    ) -> TokensWithLogprobs:
+        """Sample as ``TinkerTokenCompleter`` does, with the call's seed."""
+        max_tokens = self.max_tokens if max_tokens is None else min(self.max_tokens, max_tokens)
+        if self.context_window is not None:
+            max_tokens = min(max_tokens, self.context_window - model_input.length)
+            if max_tokens <= 0:
+                raise ValueError(
+                    f"Prompt length ({model_input.length}) exceeds context window "
+                    f"({self.context_window}). No room for generation."
+                )
+        seed = call_seed(call) if call is not None else self.seed
+        response = await self.sampling_client.sample_async(
+            prompt=model_input,
+            num_samples=1,
+            sampling_params=tinker.SamplingParams(
+                stop=stop, max_tokens=max_tokens, temperature=self.temperature, seed=seed
+            ),
+        )
+        sequence = response.sequences[0]
+        assert sequence.logprobs is not None
+        return TokensWithLogprobs(
+            tokens=sequence.tokens, maybe_logprobs=sequence.logprobs, stop_reason=sequence.stop_reason
         )
 
 
-def rollout_config(max_tokens: int, *, compaction_period: int = 0, max_retries: int = 1) -> EngineConfig:
+def rollout_config(
+    max_tokens: int, *, compaction_period: int = 0, max_retries: int = 1, seed: int | None = None
+) -> EngineConfig:
     """The engine settings of the loop's rollouts (also used to play a warm start's scripted
     episodes, so they are rendered and split exactly like RL episodes)."""
     return EngineConfig(
@@ -123,6 +125,7 @@ def rollout_config(max_tokens: int, *, compaction_period: int = 0, max_retries: 
         strategy=Strategy.retry(max_retries) if max_retries else Strategy.fail_fast(),
         max_concurrent_samples=None,
         compaction_period=compaction_period or None,
+        seed=seed,
     )
 
 
@@ -136,7 +139,6 @@ async def sample_batch(
     max_retries: int = 1,
     compaction_period: int = 0,
     seed: int | None = None,
-    seed_bits: int = 63,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
@@ -144,13 +146,13 @@ async def sample_batch(
     fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
     ``compaction_period > 0`` asks every env to compact its history that often
     (:func:`rollout_config`). With a ``seed``, every request is seeded by its place in the
-    batch (:class:`PlacedSeedClient`; ``seed_bits`` wide: :data:`SERVICE_SEED_BITS` for a Tinker
-    service), so the same seed samples the same tokens for each env.
+    batch (the engine's ``seed``, :class:`SeededTokenCompleter`), so the same seed samples the
+    same tokens for each env.
     """
-    if seed is not None:
-        sampling_client = PlacedSeedClient(sampling_client, seed, seed_bits)
-    policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
-    config = rollout_config(max_tokens, compaction_period=compaction_period, max_retries=max_retries)
+    policy = SeededTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
+    config = rollout_config(
+        max_tokens, compaction_period=compaction_period, max_retries=max_retries, seed=seed
+    )
     result = await RolloutEngine(policy, config).run_batch(list(builders))
     kept = [o for o in result.outcomes if o.group is not None]
     failures = [o.failure for o in result.outcomes if o.failure is not None]

@@ -25,12 +25,13 @@ logits), i.e. the same quantity ``forward`` / ``compute_logprobs`` return for th
 Reproducibility: the decoder is batch-invariant (a sequence's numbers never depend on what else
 is in the batch or on prefix reuse), and every sample draws from its own generator. Its seed is
 ``SamplingParams.seed`` when given (as on Tinker); otherwise it is derived from the engine's seed,
-the prompt, and how many earlier requests of this engine had the same prompt. So an engine
+the prompt, and how many earlier requests of this engine had the same prompt (mixed by
+``backend.seeding.mix_seed``, as every seed in TurnGym). So an engine
 created with a seed gives the same tokens for the same requests, however they were batched. The
 same *multiset* of requests, that is: of two requests with one prompt, whichever arrives first
 gets the first seed, and arrival order is timing. Callers that need each sample to go to the same
 caller every time give seeds (the training loop seeds each request by its place in the batch:
-``training._rollouts.PlacedSeedClient``).
+``rollout.EngineConfig.seed`` and ``training.SeededTokenCompleter``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ import numpy as np
 import torch
 from tinker import types
 
+from backend.seeding import SEED_BITS, mix_seed
+
 from . import _device as device
 from ._decoder import PrefillRow, SlotCache, SlotDecoder, key_span
 from ._errors import PromptTooLongError
@@ -70,12 +73,6 @@ GATHER_QUIET_S = 0.01
 GATHER_MAX_S = 0.1
 """An idle engine woken by a request keeps taking requests until none came for
 ``GATHER_QUIET_S`` (at most ``GATHER_MAX_S``), so a burst is prefilled in one pass."""
-
-
-def mix_seed(*parts: object) -> int:
-    """A 63-bit seed that depends on every part (stable across processes and machines)."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 @dataclass
@@ -259,7 +256,7 @@ class SamplerEngine:
         self.context_length = self.decoder.context_length
         eos = getattr(model.config, "eos_token_id", None)
         self.eos_id: int | None = eos[0] if isinstance(eos, list) else eos
-        self.seed = seed if seed is not None else secrets.randbits(63)
+        self.seed = seed if seed is not None else secrets.randbits(SEED_BITS)
         self.stats = SamplerStats()
         self._prefix = _PrefixCache(prefix_cache_tokens)
         self._idle_exit_s = idle_exit_s

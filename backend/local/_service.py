@@ -15,13 +15,14 @@ import torch
 from tinker import types
 
 from backend.model import KNOWN_MODELS, load_tokenizer, register_tokenizers
+from backend.seeding import mix_seed
 
 from . import _checkpoint as ckpt
 from ._dtype import resolve_compute_dtype
 from ._errors import UnknownModelError, UnsupportedCallError
 from ._futures import ClientFuture, LocalFuture, submit, submit_client, then
 from ._rest import LocalRestClient
-from ._sampler import SamplerEngine, SamplerStats, mix_seed
+from ._sampler import SamplerEngine, SamplerStats
 from ._surface import TinkerSurface
 from ._trainer import CustomLossFn, TrainerCore, custom_loss_view
 from ._weights import merged_model, pristine_base

@@ -43,7 +43,6 @@ lr 1e-4 ends at 0.6807 / +0.26.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import random
@@ -270,35 +269,10 @@ def _pairs_from_group(
 
 
 def answer_seed(seed: int, task_id: str, group: int, slot: int) -> int:
-    """The sampling seed of one answer: a stable hash of its place (31 bits: valid on a Tinker service too)."""
-    key = f"{seed}:{task_id}:{group}:{slot}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 33
+    """The sampling seed of one answer: its place, mixed (``backend.seeding.mix_seed``)."""
+    from backend.seeding import mix_seed
 
-
-class SeededSamplingClient:
-    """A sampling client whose requests carry ``seed`` unless they set one (every other attribute
-    is the client's): the preference stage's answers are the same on every run."""
-
-    def __init__(self, client: Any, seed: int) -> None:
-        self.client = client
-        self.seed = seed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-    async def sample_async(
-        self,
-        prompt: tinker.ModelInput,
-        num_samples: int,
-        sampling_params: tinker.SamplingParams,
-        **kwargs: Any,
-    ) -> tinker.SampleResponse:
-        """The client's ``sample_async`` with the seed filled in."""
-        if sampling_params.seed is None:
-            sampling_params = sampling_params.model_copy(update={"seed": self.seed})
-        return await self.client.sample_async(
-            prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kwargs
-        )
+    return mix_seed(seed, task_id, group, slot)
 
 
 async def judged_pairs(
@@ -314,10 +288,10 @@ async def judged_pairs(
     Every answer is sampled with its own seed (:func:`answer_seed` of ``seed``, the task, the group
     and the slot), so with a deterministic judge the pairs are the same on every run."""
     import anyio
-    from tinker_cookbook.completers import TinkerTokenCompleter
     from tinker_cookbook.rl.rollouts import do_single_rollout
 
     from envs.judge import JudgeConfig, PairingScheme, PairwiseGroupBuilder, load_rubrics
+    from training import SeededTokenCompleter
 
     judge = JudgeConfig(
         config.judge,
@@ -348,10 +322,11 @@ async def judged_pairs(
         trajectories = [None] * len(envs)
 
         async def play(i: int) -> None:
-            policy = TinkerTokenCompleter(
-                SeededSamplingClient(sampling_client, answer_seed(seed, task.id, group, i)),  # type: ignore[arg-type]
+            policy = SeededTokenCompleter(
+                sampling_client,
                 max_tokens=config.max_tokens,
                 temperature=config.temperature,
+                seed=answer_seed(seed, task.id, group, i),
             )
             trajectories[i] = await do_single_rollout(policy, envs[i])  # type: ignore[call-overload]
 

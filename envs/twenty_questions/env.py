@@ -42,21 +42,17 @@ import chz
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
 from tinker_cookbook.rl.types import (
-    STOP_METRIC_PREFIX,
-    Action,
-    ActionExtra,
     Env,
     EnvGroupBuilder,
     Metrics,
     RLDatasetBuilder,
-    StepResult,
     StopReason,
     Trajectory,
 )
 from tinker_cookbook.utils import logtree
 
 from backend.model import SMOLLM2
-from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
+from envs.core import ChatEnv, EnvLimits, Fault, FaultPolicy, Reply, TurnEnd
 from envs.datasets import GroupDataset
 from envs.twenty_questions._kb import default_kb
 from envs.twenty_questions._text import TurnKind, classify_turn, same_word, stem
@@ -276,7 +272,6 @@ class TwentyQuestionsEnv(ChatEnv):
             },
         )
         self.game = TwentyQuestionsGame(word, answerer, config, candidates)
-        self._fault_played = False
 
     @property
     def word(self) -> str:
@@ -313,23 +308,17 @@ class TwentyQuestionsEnv(ChatEnv):
             logs={"secret": self.game.word, **step.logs},
         )
 
-    async def on_fault(self, fault: Fault, message: Message | None) -> Reply:
-        self._fault_played = message is not None  # the game counts the turn it plays
-        return await super().on_fault(fault, message)
-
-    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        self._fault_played = False
-        result = await super().step(action, extra=extra)
-        if any(k.startswith(METRIC_FAULT_PREFIX) for k in result.metrics):
-            self.game.stats.faults += 1
-            if not self._fault_played:
-                self.game.stats.turns += 1
-                self.game.stats.last_was_guess = False
-        if result.episode_done:
-            for key in result.metrics:
-                if key.startswith(STOP_METRIC_PREFIX):
-                    self.game.stats.stop_reason = StopReason(key[len(STOP_METRIC_PREFIX) :])
-        return result
+    def on_turn_end(self, turn: TurnEnd) -> None:
+        """Keep the game's counters in step with the base's turns: a faulty turn the game did
+        not play still takes one of the ``max_questions`` turns."""
+        stats = self.game.stats
+        if turn.fault is not None:
+            stats.faults += 1
+            if not turn.played:
+                stats.turns += 1
+                stats.last_was_guess = False
+        if turn.stop_reason is not None:
+            stats.stop_reason = turn.stop_reason
 
     def episode_metrics(self) -> Metrics:
         """The episode's :class:`Metric` values (complete however the episode ended)."""

@@ -19,6 +19,7 @@ from envs.twenty_questions._kb import KnowledgeBase, default_kb
 from envs.twenty_questions.answerers import Answerer, KBAnswerer
 from envs.twenty_questions.env import TwentyQuestionsConfig, TwentyQuestionsEnv, TwentyQuestionsGame
 from envs.twenty_questions.players import KBOptimalPlayer
+from renderers_ext import render_action
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,8 @@ def scripted_game(
 
 
 def text_to_action(renderer: Renderer, text: str) -> Action:
-    """The tokens of an assistant reply as sampled: the content, then the first stop token."""
-    stop = renderer.get_stop_sequences()
-    content = renderer.tokenizer.encode(text, add_special_tokens=False)
-    if stop and isinstance(stop[0], int):
-        return [*content, stop[0]]
-    suffix = str(stop[0]) if stop else ""
-    return renderer.tokenizer.encode(text + suffix, add_special_tokens=False)
+    """The tokens of an assistant reply as sampled (``renderers_ext.render_action`` of the text)."""
+    return render_action(renderer, {"role": "assistant", "content": text})
 
 
 async def play_with_player(env: TwentyQuestionsEnv, player: MessageCompleter) -> GameRecord:

@@ -1,6 +1,6 @@
-"""The engine's hot loop inlines the extension tracker's common turn (``ExtensionTracker.hot_state``):
-its stats must equal the tracker's own methods replayed over the same trajectory, whatever the
-observations do (extend, break anywhere, split into several chunks) and in every check mode."""
+"""The engine's extension accounting: its stats must equal the tracker's own methods replayed over
+the same trajectory, whatever the observations do (extend, break anywhere, split into several
+chunks), in every check mode, and when a deadline cuts the episode short."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, StepResult
 
-from rollout import EngineConfig, ExtensionCheck, ExtensionTracker, RolloutLimits, run_episode
+from rollout import EngineConfig, ExtensionCheck, RolloutLimits, run_episode
+from rollout._extension import ExtensionTracker
 
 # One turn: (action tokens, what the next observation does, where, chunk split)
 turns_st = st.lists(
@@ -107,7 +108,7 @@ def _assert_stats_equal_replay(
     mode=st.sampled_from([ExtensionCheck.FULL, ExtensionCheck.BOUNDARY]),
     max_turns=st.sampled_from([None, 1, 3]),
 )
-def test_inlined_turns_account_like_the_tracker(script, mode, max_turns):
+def test_the_engine_accounts_like_the_tracker_replayed(script, mode, max_turns):
     config = EngineConfig(extension_check=mode, boundary_window=2, limits=RolloutLimits(max_turns=max_turns))
     traj, stats = asyncio.run(run_episode(ScriptPolicy(script), ScriptEnv(script), config))
 
@@ -135,9 +136,9 @@ class HangingPolicy(TokenCompleter):
 
 @pytest.mark.parametrize("hang_at", [1, 2, 5])
 @pytest.mark.parametrize("break_at", [None, 2])
-def test_a_deadline_inside_the_inlined_turns_leaves_the_tracker_exact(hang_at, break_at):
-    """The rollout deadline cancels the loop between inlined turns (their stats are kept in
-    locals): the stats still equal the tracker replayed over the kept transitions."""
+def test_a_deadline_mid_episode_leaves_the_accounting_exact(hang_at, break_at):
+    """The rollout deadline cancels the loop inside a sampling call: the stats still equal the
+    tracker replayed over the kept transitions."""
     from rollout.testing import SyntheticEnv
 
     config = EngineConfig(limits=RolloutLimits(rollout_timeout_seconds=0.05))
