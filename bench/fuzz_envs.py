@@ -2,7 +2,7 @@
 
 Actions: random tokens, empty, invalid UTF-8, max length (stepped with ``stop_reason="length"``),
 the stop token alone, well-formed replies, and for tool envs calls to their tools (well-formed,
-wrong and malformed; see ``envs.checker.env_actions``), stepped through fresh episodes until each
+wrong and malformed; see ``envs.testing.env_actions``), stepped through fresh episodes until each
 env has taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
 
 When the code-execution env (``turngym/MathPython-v0``) is fuzzed, its sandbox also faces the

@@ -4,7 +4,7 @@
 Abstractions:
 
 - :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
-  deadline, the error :class:`Strategy`, global concurrency caps (:class:`Gate`), compaction
+  deadline, the error :class:`Strategy`, global concurrency caps, compaction
   period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
 - :class:`SupportsCompaction`: the seam through which the engine asks an env to compact its
   history every N turns (``set_compaction_period``); :class:`CompactionUnsupported` when it
@@ -63,96 +63,6 @@ No public name here means something else in the cookbook: our config is :class:`
 cookbook's modules.
 """
 
-from tinker_cookbook.rl.rollout_limits import RolloutLimits
+import lazy_loader
 
-from rollout._budget import effective_limits
-from rollout._compaction import (
-    LOG_COMPACTION,
-    METRIC_COMPACTION,
-    METRIC_COMPACTION_UNSUPPORTED,
-    CompactionUnsupported,
-    SupportsCompaction,
-    apply_compaction,
-)
-from rollout._config import AdvantageConfig, EngineConfig, ExtensionCheck, Strategy, StrategyKind
-from rollout._context import SampleCall, current_sample_call
-from rollout._datums import (
-    Assembled,
-    assemble,
-    group_advantages,
-    informative_groups,
-    is_constant_group,
-    trajectory_datums,
-    trajectory_returns,
-)
-from rollout._engine import RolloutEngine, rollout_batch
-from rollout._extension import ExtensionBreak, ExtensionTracker, flat_tokens
-from rollout._logs import decoded_turns, render_html, trajectory_records, write_html, write_jsonl
-from rollout._metrics import summarize
-from rollout._results import (
-    BatchAborted,
-    BatchResult,
-    CleanupTimeout,
-    GroupBelowFloor,
-    GroupOutcome,
-    InvalidCompletion,
-    InvalidGroup,
-    RewardTimeout,
-    RolloutFailure,
-    StepTimeout,
-    TrajectoryStats,
-)
-from rollout._runner import LOG_EXT_BREAK, METRIC_EXT_BREAK, Gate, run_episode
-from rollout._strategy import run_group
-
-__all__ = [
-    "LOG_COMPACTION",
-    "LOG_EXT_BREAK",
-    "METRIC_COMPACTION",
-    "METRIC_COMPACTION_UNSUPPORTED",
-    "METRIC_EXT_BREAK",
-    "AdvantageConfig",
-    "Assembled",
-    "BatchAborted",
-    "BatchResult",
-    "CleanupTimeout",
-    "CompactionUnsupported",
-    "EngineConfig",
-    "ExtensionBreak",
-    "ExtensionCheck",
-    "ExtensionTracker",
-    "Gate",
-    "GroupBelowFloor",
-    "GroupOutcome",
-    "InvalidCompletion",
-    "InvalidGroup",
-    "RewardTimeout",
-    "RolloutEngine",
-    "RolloutFailure",
-    "RolloutLimits",
-    "SampleCall",
-    "StepTimeout",
-    "Strategy",
-    "StrategyKind",
-    "SupportsCompaction",
-    "TrajectoryStats",
-    "apply_compaction",
-    "assemble",
-    "current_sample_call",
-    "decoded_turns",
-    "effective_limits",
-    "flat_tokens",
-    "group_advantages",
-    "informative_groups",
-    "is_constant_group",
-    "render_html",
-    "rollout_batch",
-    "run_episode",
-    "run_group",
-    "summarize",
-    "trajectory_datums",
-    "trajectory_records",
-    "trajectory_returns",
-    "write_html",
-    "write_jsonl",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

@@ -20,16 +20,8 @@ from tinker_cookbook.rl.types import EnvGroupBuilder, InitialObservationOverflow
 from backend.model import SMOLLM2
 from envs import EnvLimits, Fault, FaultPolicy, decode_action
 from envs.check import TargetError, load_target, main
-from envs.checker import (
-    ActionKind,
-    CheckConfig,
-    CheckName,
-    Outcome,
-    check_conformance,
-    env_actions,
-    invalid_utf8_fragments,
-    tool_call_messages,
-)
+from envs.checker import ActionKind, CheckConfig, CheckName, Outcome, check_conformance
+from envs.checker._strategies import env_actions, invalid_utf8_fragments, tool_call_messages
 from envs.gym import ENV_IDS, env_source
 from envs.testing import (
     assert_env_conforms,

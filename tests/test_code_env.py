@@ -16,8 +16,6 @@ from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 
 import training
 from envs.code import (
-    METRIC_FAILED_CALLS,
-    METRIC_TOOL_CALLS,
     PROGRAMS,
     PYTHON_TOOL,
     CodeDatasetBuilder,
@@ -32,8 +30,8 @@ from envs.code import (
     SandboxLimits,
     ToolFormat,
     code_action_messages,
-    format_run,
 )
+from envs.code.env import METRIC_FAILED_CALLS, METRIC_TOOL_CALLS, format_run
 from envs.code.train import CodeTrainConfig
 from envs.code.train import main as train_main
 from envs.math import Grader, GraderConfig, MathProblem

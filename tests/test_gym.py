@@ -25,9 +25,10 @@ from tinker_cookbook.rl.types import StopReason
 
 import envs.gym as eg
 from envs import EnvLimits
-from envs.checker import env_actions, well_formed_action
+from envs.checker._strategies import env_actions, well_formed_action
 from envs.datasets import SeededDataset
-from envs.gym import TRUNCATION_REASONS, TextEnv, TokenEnv, is_truncation
+from envs.gym import TextEnv, TokenEnv, is_truncation
+from envs.gym._adapter import TRUNCATION_REASONS
 
 ALL_IDS = eg.register_envs()
 EOT = 2  # <|im_end|> of the qwen3_instruct renderer on the SmolLM2 tokenizer

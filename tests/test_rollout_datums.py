@@ -22,12 +22,11 @@ from rollout import (
     RolloutLimits,
     Strategy,
     assemble,
-    render_html,
-    trajectory_datums,
-    trajectory_records,
     write_html,
     write_jsonl,
 )
+from rollout._datums import trajectory_datums
+from rollout._logs import render_html, trajectory_records
 from rollout.testing import SyntheticEnv, SyntheticGroup
 
 

@@ -306,7 +306,7 @@ def test_env_step_gate_bounds_in_flight_steps():
 
 
 def test_gate_hands_slots_over_in_fifo_order_and_survives_cancellation():
-    from rollout import Gate
+    from rollout._runner import Gate
 
     async def main():
         gate = Gate(1)
@@ -436,7 +436,7 @@ def test_gate_slot_handed_to_a_waiter_cancelled_before_it_runs_is_passed_on():
     slot on. (anyio's own cancel scopes never cancel such a task: it resumes holding the slot.)"""
     import asyncio
 
-    from rollout import Gate
+    from rollout._runner import Gate
 
     async def main() -> None:
         gate = Gate(1)
@@ -464,7 +464,7 @@ def test_gate_works_across_event_loops():
     """A gate outliving one ``asyncio.run`` hands slots over in the next one."""
     import asyncio
 
-    from rollout import Gate
+    from rollout._runner import Gate
 
     gate = Gate(1)
 

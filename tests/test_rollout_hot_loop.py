@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, StepResult
 
-from rollout import EngineConfig, ExtensionCheck, ExtensionTracker, RolloutLimits, run_episode
+from rollout import EngineConfig, ExtensionCheck, RolloutLimits, run_episode
+from rollout._extension import ExtensionTracker
 
 # One turn: (action tokens, what the next observation does, where, chunk split)
 turns_st = st.lists(

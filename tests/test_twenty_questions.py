@@ -20,9 +20,6 @@ from tinker_cookbook.rl.types import ActionExtra, StopReason
 
 from envs.twenty_questions import (
     ALL_WORDS,
-    ANSWERER_PROMPT,
-    FORMAT_REMINDER,
-    QUESTIONS,
     TEST_WORDS,
     TRAIN_WORDS,
     Answer,
@@ -32,25 +29,24 @@ from envs.twenty_questions import (
     KBOptimalPlayer,
     LLMAnswerer,
     Metric,
-    TurnKind,
     TwentyQuestionsConfig,
     TwentyQuestionsDataset,
     TwentyQuestionsDatasetBuilder,
     TwentyQuestionsEnv,
     TwentyQuestionsGame,
     TwentyQuestionsGroupBuilder,
-    classify_turn,
-    default_kb,
-    is_correct_guess,
-    parse_guess,
     parse_yes_no,
     pick_candidates,
     play_with_player,
     player_prompt,
     scripted_game,
-    text_to_action,
     understand,
 )
+from envs.twenty_questions._kb import QUESTIONS, default_kb
+from envs.twenty_questions._text import TurnKind, classify_turn, parse_guess
+from envs.twenty_questions.answerers import ANSWERER_PROMPT
+from envs.twenty_questions.env import FORMAT_REMINDER, is_correct_guess
+from envs.twenty_questions.scripted import text_to_action
 
 SECRET = "dog"
 WRONG = "cat"

@@ -13,16 +13,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import chz
 
-from backend.model import SMOLLM2  # a constant: backend.model and backend import no torch
+from backend.model import SMOLLM2, BackendName  # constants: backend.model and backend import no torch
 
 if TYPE_CHECKING:
     from tinker_cookbook.rl.types import RLDatasetBuilder
 
 LossFnName = Literal["importance_sampling", "ppo"]
 """Policy-gradient losses the loop knows (both exist on Tinker and on the local backend)."""
-BackendName = Literal["auto", "local", "tinker"]
-"""``local``: the embedded backend; ``tinker``: the cloud; ``auto``: tinker when ``TINKER_API_KEY``
-is set, else local."""
 LRSchedule = Literal["constant", "linear"]
 """``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
 ComputeDtype = Literal["auto", "float32", "bfloat16"]

@@ -147,7 +147,7 @@ class LazyDatasetFactory:
     """An env factory over a dataset built on first use (awaiting an ``RLDatasetBuilder``).
 
     Called with an episode seed, returns the group builder the seed picks (see
-    :func:`envs.gym.resolve_builder`). Picklable when the dataset builder is.
+    :func:`envs.gym._adapter.resolve_builder`). Picklable when the dataset builder is.
     """
 
     def __init__(self, dataset_builder: Any, split: str = "train"):

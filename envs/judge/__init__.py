@@ -12,7 +12,7 @@
 - Pairwise preference: :class:`PairingScheme`, :func:`tournament_pairs`, :func:`run_tournament`,
   :func:`win_rates`, :func:`parse_preference`.
 - Envs: :class:`RubricEnv`, :class:`PairwiseEnv` (``ChatEnv`` s, single- or multi-turn with a
-  :class:`SimulatedUser`), their picklable group builders and :class:`JudgeDatasetBuilder`.
+  a simulated user), their picklable group builders and :class:`JudgeDatasetBuilder`.
 - Scripted judges for tests (test doubles, not a production kind): :mod:`envs.judge.testing`;
   importing it registers the ``scripted:`` specs.
 
