@@ -171,7 +171,7 @@ def figures(run: Path) -> dict[str, float]:
     steps = _rows(run / "metrics.jsonl")
     evals = _rows(run / "eval.jsonl")
     episodes = _sum(steps, "rollout/traj/count") or 1.0
-    first = next((r for r in evals if r["step"] == 0), {})
+    first = next((r for r in evals if r["step"] == 0 and r.get("stage") != "untrained"), {})
     last = evals[-1] if evals else {}
     out = {
         "rl_steps": float(len(steps)),

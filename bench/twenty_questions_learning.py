@@ -113,6 +113,9 @@ def seed_result(log_path: Path) -> dict[str, Any]:
     at step 0 (after the warm start) and at the last evaluation (after RL), RL's gain, and the
     question-turn fractions."""
     rows = [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
+    # the policy before any training (stage "untrained") is reported apart; the warm start's row
+    # is the first one at step 0 after it
+    rows = [r for r in rows if r.get("stage") != "untrained"]
     if not rows or int(rows[0]["step"]) != 0 or len(rows) < 2:
         raise ValueError(
             f"{log_path}: need held-out evaluations at step 0 and after RL, got {len(rows)} rows"

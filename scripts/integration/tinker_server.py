@@ -298,7 +298,7 @@ def check_run(run_dir: Path, output: str) -> tuple[list[int], list[Any]]:
     untrained = [int(r["step"]) for r in metrics if not r.get("datums")]
     if untrained:
         raise CheckFailed(f"steps {untrained} trained on no datum (all groups constant): nothing to verify")
-    evals = [int(r["step"]) for r in rows(run_dir / "eval.jsonl")]
+    evals = [(int(r["step"]), r.get("stage", "")) for r in rows(run_dir / "eval.jsonl")]
     if len(set(evals)) != len(evals):
         raise CheckFailed(f"eval.jsonl steps are {evals}: an evaluation ran twice")
     records = load_records(run_dir)
