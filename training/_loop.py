@@ -271,8 +271,8 @@ def _tokenizer_name(tokenizer: Any) -> str:
 async def check_env_tokenizer(dataset: RLDataset, index: int, policy_tokenizer: Any) -> str:
     """Refuse an env whose tokenizer is not the policy's, before any sampling.
 
-    Makes the envs of the first group of batch ``index`` (nothing is sampled or stepped) and
-    compares the tokenizer of their renderer with ``policy_tokenizer``. Returns what was checked
+    Makes the envs of the first group of batch ``index`` (nothing is sampled or stepped; the
+    group's ``cleanup`` runs after) and compares the tokenizer of their renderer with ``policy_tokenizer``. Returns what was checked
     (for the log); an env with no ``renderer`` cannot be checked and says so.
 
     Raises:
@@ -288,6 +288,9 @@ async def check_env_tokenizer(dataset: RLDataset, index: int, policy_tokenizer: 
         envs = await builders[0].make_envs()
     except (UnknownRendererError, TokenizerNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
+    finally:
+        with anyio.CancelScope(shield=True):
+            await builders[0].cleanup()  # the envs made here are never played
     renderer = getattr(envs[0], "renderer", None) if envs else None
     tokenizer = getattr(renderer, "tokenizer", None)
     if tokenizer is None:
