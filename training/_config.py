@@ -237,8 +237,10 @@ class Config:
     train_transcripts: int = 2
     """Training episodes written per step (``transcripts/train_stepNNNN.html``; 0: none)."""
     win_metric: str = "win"
-    """Env metric that marks a won episode (summed over turns, > 0); when an env never reports
-    it, an episode with a positive total reward counts as won."""
+    """Env metric that marks a won episode (summed over turns, > 0): the held-out "win" of
+    ``eval/win_rate``. An env's config sets it to the metric its env reports (Twenty Questions
+    ``twenty_questions/win``, math and code ``math/correct``); when an env never reports it, an
+    episode with a positive total reward counts as won (``docs/training-protocol.md``)."""
     keep_last: int = 2
     """Local backend: resumable checkpoints kept on disk (older ones are deleted; 0 keeps all)."""
     progress: bool = True

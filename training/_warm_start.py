@@ -50,12 +50,19 @@ ScriptedEpisode = tuple[Env, TokenCompleter]
 
 @runtime_checkable
 class SupportsScriptedEpisodes(Protocol):
-    """A dataset builder that can script episodes for a supervised warm start.
+    """A dataset builder that can script episodes for a supervised warm start
+    (``warm_start.episodes > 0``; the protocol in full: ``docs/training-protocol.md``).
 
-    ``scripted_episodes(n, seed)`` returns ``n`` fresh envs, each with the scripted policy that
-    plays it, drawn with ``seed`` apart from the RL batches (e.g. other problems or other draws
-    of the training split; never the held-out split). The warm start trains on every token the
-    scripted policies produce, so script the behaviour you want the policy to start from.
+    ``async def scripted_episodes(self, n, seed)`` returns ``n`` :data:`ScriptedEpisode` s: fresh
+    envs (cookbook ``Env`` s), each with the scripted token-level policy that plays it, drawn with
+    ``seed`` (``warm_start.seed``) apart from the RL batches (other problems or other draws of the
+    training split; never the held-out split). The usual policy is
+    ``envs.PlayerPolicy(env, player)``: ``player`` is a message-level scripted player that reads
+    ``env.messages`` (the conversation so far) and answers with an assistant message, rendered
+    into tokens with the env's renderer. The method must be ``async`` and take ``(n, seed)``: the
+    loop checks both before anything is written or the model loads, and checks what it returns
+    (one line each). The warm start trains on every token the scripted policies produce, so
+    script the behaviour you want the policy to start from.
     """
 
     async def scripted_episodes(self, n: int, seed: int) -> Sequence[ScriptedEpisode]:
