@@ -44,7 +44,7 @@ only: 0.297 / 0.703 / 0.703). The previous default (lr 3e-4 constant), same mach
 question_fraction_before_guess_after=0.780 seeds=3``. Figures differ by machine; on an AMD EPYC:
 
 Measured (2026-12-04, make train's default on the 64 distinct held-out games: a warm start on the
-halving player with ``scripted_split_noise=0.3``, RL at lr 3e-4; the three seeds' runs read with
+halving player with ``data.scripted_split_noise=0.3``, RL at lr 3e-4; the three seeds' runs read with
 ``--runs``; per seed in ``envs/twenty_questions/train.py``):
 ``win_rate_warm_start=0.688 win_rate_after=0.844 rl_gain=+0.203 question_turn_fraction_after=0.571
 question_fraction_before_guess_after=0.800 seeds=3``
@@ -85,10 +85,10 @@ from typing import Any
 
 QUICK = {
     "max_steps": "1",
-    "batch_size": "2",
-    "group_size": "4",
-    "eval_words": "4",
-    "eval_group_size": "2",
+    "data.batch_size": "2",
+    "data.group_size": "4",
+    "data.test_batch_size": "4",
+    "data.test_group_size": "2",
     "warm_start.episodes": "8",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",

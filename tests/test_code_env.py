@@ -295,9 +295,9 @@ def test_train_config_builds_the_configured_game():
         "env.tool_format=tag",
         "env.sandbox.limits.timeout_s=3",
         "env.sandbox.isolation=landlock",
-        "levels=2",
-        "n_train=4",
-        "n_test=1",
+        "data.levels=2",
+        "data.n_train=4",
+        "data.n_test=1",
     ]
     config = training.parse_config(CodeTrainConfig, argv)
     train, _ = config.dataset_builder().datasets()

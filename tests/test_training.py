@@ -140,7 +140,8 @@ def test_two_step_run_writes_every_artifact(two_step_run: Path) -> None:
 
     evals = read_rows(log / "eval.jsonl")
     assert [r["step"] for r in evals] == [0, 1, 2]
-    assert all(k.startswith("eval/") for r in evals for k in r if k != "step")
+    assert all(k.startswith("eval/") for r in evals for k in r if k not in ("step", "stage"))
+    assert [r["stage"] for r in evals] == ["untrained", "rl", "rl"]
     assert 0.0 <= evals[-1]["eval/win_rate"] <= 1.0
 
     png = (log / "reward_curve.png").read_bytes()

@@ -509,7 +509,7 @@ def test_get_batch_is_deterministic_in_the_index():
     for i in (0, 1, 64, 65, 199):  # 64/65 cross an epoch boundary (194 words / 3)
         ba, bb = a.get_batch(i), b.get_batch(i)
         assert [(g.word, g.candidates) for g in ba] == [(g.word, g.candidates) for g in bb]
-        assert all(len(g.candidates) == 4 and g.word in g.candidates and g.num_envs == 2 for g in ba)
+        assert all(len(g.candidates) == 4 and g.word in g.candidates and g.group_size == 2 for g in ba)
     # resuming at batch i without visiting earlier batches gives the same batch
     fresh = make_dataset(num_batches=200)
     assert [g.word for g in fresh.get_batch(150)] == [g.word for g in a.get_batch(150)]
@@ -545,7 +545,7 @@ def test_dataset_builder_is_chz_and_builds_train_and_test():
     assert train_words <= set(TRAIN_WORDS)
     assert {g.word for g in test_groups} == set(TEST_WORDS)
     assert all(set(g.candidates) <= set(TEST_WORDS) for g in test_groups)  # held out, distractors too
-    assert all(g.num_envs == builder.test_group_size for g in test_groups)
+    assert all(g.group_size == builder.test_group_size for g in test_groups)
     replaced = chz.replace(builder, num_batches=3)
     assert len(asyncio.run(replaced())[0]) == 3
 
@@ -565,7 +565,7 @@ class AskThenGuessPolicy(TokenCompleter):
 
 def test_runs_in_the_cookbooks_own_rollout(renderer):
     builder = TwentyQuestionsGroupBuilder(
-        word=SECRET, num_envs=2, answerer=KBAnswerer(), config=classic(max_questions=3)
+        word=SECRET, group_size=2, answerer=KBAnswerer(), config=classic(max_questions=3)
     )
     group = asyncio.run(
         do_group_rollout(builder, AskThenGuessPolicy(renderer, "Is it a mammal?", "Guess: dog"))

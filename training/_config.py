@@ -2,8 +2,11 @@
 
 An env's ``train.py`` subclasses :class:`Config`: it overrides loop defaults, adds the env's game
 config as ONE nested chz field (``env: TwentyQuestionsConfig``, set from the command line as
-``env.candidates=8``, the cookbook's way) plus its data keys, implements
-:meth:`Config.dataset_builder`, and, when it reads data files, :meth:`Config.check_data`.
+``env.candidates=8``, the cookbook's way) and its data keys as another (``data:
+TwentyQuestionsData``, ``data.batch_size=8``: the fields of its dataset builder under the same
+names, passed to it as they are), implements :meth:`Config.dataset_builder`, and, when it reads
+data files, :meth:`Config.check_data`. Keys of earlier versions keep working
+(``training._cli.renamed_keys``: a top-level data key, or a subclass's ``renamed_keys()``).
 """
 
 from __future__ import annotations
@@ -114,7 +117,8 @@ class Config:
     """Configuration of one RL run (fields are the command-line keys).
 
     The dataset (train and held-out splits) comes from :meth:`dataset_builder`, which an env's
-    subclass implements; the batch size and group size are therefore env fields.
+    subclass implements; the batch size and group size are therefore env fields (its ``data``
+    field, named like its dataset builder's).
     """
 
     # --- model and backend ---------------------------------------------------------------

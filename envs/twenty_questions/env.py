@@ -338,11 +338,11 @@ class TwentyQuestionsEnv(ChatEnv):
 
 @dataclass(frozen=True)
 class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
-    """A group of ``num_envs`` games on the same secret word and candidate list (picklable)."""
+    """A group of ``group_size`` games on the same secret word and candidate list (picklable)."""
 
     word: str
     """The secret word."""
-    num_envs: int
+    group_size: int
     """Games in the group (the GRPO group size)."""
     answerer: Answerer
     """Who answers (must pickle: :class:`KBAnswerer` does)."""
@@ -362,7 +362,7 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
         renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [
             TwentyQuestionsEnv(renderer, self.word, self.answerer, self.config, self.candidates)
-            for _ in range(self.num_envs)
+            for _ in range(self.group_size)
         ]
 
     async def compute_group_rewards(
@@ -450,7 +450,7 @@ class TwentyQuestionsDataset(GroupDataset):
         word, candidates = self.item(index)
         return TwentyQuestionsGroupBuilder(
             word=word,
-            num_envs=self.group_size,
+            group_size=self.group_size,
             answerer=self.answerer,
             config=self.config,
             candidates=candidates,

@@ -65,8 +65,8 @@ BACKEND_CONFIG = {
 # main job's real game (8 candidates, free questions, a 64-game warm start) gave every group of
 # this tiny run the same reward 0, so nothing was trained and the check had nothing to verify.
 TRAIN_KEYS = [
-    "batch_size=2",
-    "group_size=4",
+    "data.batch_size=2",
+    "data.group_size=4",
     "env.candidates=4",
     "env.question_reward=-0.05",
     "env.max_questions=2",
