@@ -12,7 +12,7 @@ import chz
 import envs.twenty_questions.train as train_module
 import training
 from envs.twenty_questions.config import TwentyQuestionsConfig
-from envs.twenty_questions.env import split_words
+from envs.twenty_questions.words import split_words
 from envs.twenty_questions.train import SMOKE_TEST, TwentyQuestionsTrainConfig, main
 from training._logging import read_rows
 
@@ -148,7 +148,9 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None
     assert [r["step"] for r in rows] == [0]
     assert "env/all/twenty_questions/question_fraction" in rows[0]
     evals = read_rows(tmp_path / "eval.jsonl")
-    assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval/episodes"] == 4.0
+    # the main job's warm start: held-out before any training, after the warm start, after RL
+    assert [(r["step"], r["stage"]) for r in evals] == [(0, "untrained"), (0, "warm_start"), (1, "rl")]
+    assert all(r["eval/episodes"] == 4.0 for r in evals)  # the same held-out games each time
     # the env's own held-out figure: questions / turns, logged and shown in the summary
     for row in evals:
         questions, turns = (

@@ -17,7 +17,7 @@
   importing it registers the ``scripted:`` specs.
 
 Modules, each importing only those listed before it: ``config``, ``cache``, ``registry``,
-``judge``, ``text``, ``rubric``, ``tasks``, ``pairwise``, ``env`` (``testing`` and ``train`` on
+``judge``, ``text``, ``rubric``, ``tasks``, ``pairwise``, ``env``, ``builders`` (``testing`` and ``train`` on
 top); no cycles (checked by the import-linter contracts in ``pyproject.toml``). ``config``,
 ``text``, ``rubric`` and ``tasks`` import no tinker at module level, so the train command checks
 its files before anything heavy loads.

@@ -1,5 +1,14 @@
 """Public names of ``envs.judge`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
 
+from .builders import (
+    JudgeDatasetBuilder as JudgeDatasetBuilder,
+)
+from .builders import (
+    PairwiseGroupBuilder as PairwiseGroupBuilder,
+)
+from .builders import (
+    RubricGroupBuilder as RubricGroupBuilder,
+)
 from .cache import (
     JudgeCache as JudgeCache,
 )
@@ -22,22 +31,13 @@ from .config import (
     PairingScheme as PairingScheme,
 )
 from .env import (
-    JudgeDatasetBuilder as JudgeDatasetBuilder,
-)
-from .env import (
     PairwiseEnv as PairwiseEnv,
-)
-from .env import (
-    PairwiseGroupBuilder as PairwiseGroupBuilder,
 )
 from .env import (
     RubricEnv as RubricEnv,
 )
 from .env import (
     RubricGrade as RubricGrade,
-)
-from .env import (
-    RubricGroupBuilder as RubricGroupBuilder,
 )
 from .env import (
     SimulatedUser as SimulatedUser,

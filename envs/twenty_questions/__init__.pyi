@@ -21,6 +21,18 @@ from .answerers import (
 from .answerers import (
     understand as understand,
 )
+from .builders import (
+    AnswererKind as AnswererKind,
+)
+from .builders import (
+    TwentyQuestionsDataset as TwentyQuestionsDataset,
+)
+from .builders import (
+    TwentyQuestionsDatasetBuilder as TwentyQuestionsDatasetBuilder,
+)
+from .builders import (
+    TwentyQuestionsGroupBuilder as TwentyQuestionsGroupBuilder,
+)
 from .config import (
     PLAYER_PROMPT as PLAYER_PROMPT,
 )
@@ -28,25 +40,13 @@ from .config import (
     TwentyQuestionsConfig as TwentyQuestionsConfig,
 )
 from .env import (
-    AnswererKind as AnswererKind,
-)
-from .env import (
     Metric as Metric,
-)
-from .env import (
-    TwentyQuestionsDataset as TwentyQuestionsDataset,
-)
-from .env import (
-    TwentyQuestionsDatasetBuilder as TwentyQuestionsDatasetBuilder,
 )
 from .env import (
     TwentyQuestionsEnv as TwentyQuestionsEnv,
 )
 from .env import (
     TwentyQuestionsGame as TwentyQuestionsGame,
-)
-from .env import (
-    TwentyQuestionsGroupBuilder as TwentyQuestionsGroupBuilder,
 )
 from .env import (
     player_prompt as player_prompt,
