@@ -12,8 +12,8 @@ import chz
 import envs.twenty_questions.train as train_module
 import training
 from envs.twenty_questions.config import TwentyQuestionsConfig
-from envs.twenty_questions.words import split_words
 from envs.twenty_questions.train import SMOKE_TEST, TwentyQuestionsTrainConfig, main
+from envs.twenty_questions.words import split_words
 from training._logging import read_rows
 
 REPO = Path(__file__).resolve().parents[1]

@@ -500,7 +500,7 @@ def test_splits_are_fixed_disjoint_and_cover_all_words():
 
 
 def make_dataset(**kwargs) -> TwentyQuestionsDataset:
-    defaults = dict(batch_size=3, group_size=2, answerer=KBAnswerer(), config=classic(candidates=4), seed=7)
+    defaults = dict(batch_size=3, group_size=2, answerer=KBAnswerer(), env=classic(candidates=4), seed=7)
     return TwentyQuestionsDataset(TRAIN_WORDS, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
 
@@ -565,7 +565,7 @@ class AskThenGuessPolicy(TokenCompleter):
 
 def test_runs_in_the_cookbooks_own_rollout(renderer):
     builder = TwentyQuestionsGroupBuilder(
-        word=SECRET, group_size=2, answerer=KBAnswerer(), config=classic(max_questions=3)
+        word=SECRET, group_size=2, answerer=KBAnswerer(), env=classic(max_questions=3)
     )
     group = asyncio.run(
         do_group_rollout(builder, AskThenGuessPolicy(renderer, "Is it a mammal?", "Guess: dog"))

@@ -40,7 +40,7 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
     """Games in the group (the GRPO group size)."""
     answerer: Answerer
     """Who answers (must pickle: :class:`KBAnswerer` does)."""
-    config: TwentyQuestionsConfig = field(default_factory=TwentyQuestionsConfig)
+    env: TwentyQuestionsConfig = field(default_factory=TwentyQuestionsConfig)
     """Rules, rewards, difficulty."""
     candidates: tuple[str, ...] = ()
     """The candidate list told to the player (empty: none)."""
@@ -55,7 +55,7 @@ class TwentyQuestionsGroupBuilder(EnvGroupBuilder):
     async def make_envs(self) -> Sequence[Env]:
         renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
         return [
-            TwentyQuestionsEnv(renderer, self.word, self.answerer, self.config, self.candidates)
+            TwentyQuestionsEnv(renderer, self.word, self.answerer, self.env, self.candidates)
             for _ in range(self.group_size)
         ]
 
@@ -87,7 +87,7 @@ class TwentyQuestionsDataset(GroupDataset):
         batch_size: int,
         group_size: int,
         answerer: Answerer,
-        config: TwentyQuestionsConfig | None = None,
+        env: TwentyQuestionsConfig | None = None,
         model_name_for_tokenizer: str = SMOLLM2,
         renderer_name: str | None = None,
         seed: int = 0,
@@ -103,16 +103,16 @@ class TwentyQuestionsDataset(GroupDataset):
         self.words = tuple(words)
         self.group_size = group_size
         self.answerer = answerer
-        self.config = config or TwentyQuestionsConfig()
+        self.env = env or TwentyQuestionsConfig()
         self.model_name_for_tokenizer = model_name_for_tokenizer
         self.renderer_name = renderer_name
         self.seed = seed
         self.shuffle = shuffle
         self.candidate_pool = tuple(candidate_pool) if candidate_pool is not None else self.words
         self.split = split
-        if self.config.candidates > len(set(self.candidate_pool)):
+        if self.env.candidates > len(set(self.candidate_pool)):
             raise ValueError(
-                f"candidates={self.config.candidates} exceeds the {len(set(self.candidate_pool))} words of the candidate pool"
+                f"candidates={self.env.candidates} exceeds the {len(set(self.candidate_pool))} words of the candidate pool"
             )
         self._orders: dict[int, tuple[str, ...]] = {}
         self.num_batches = num_batches if num_batches is not None else max(1, len(self.words) // batch_size)
@@ -135,7 +135,7 @@ class TwentyQuestionsDataset(GroupDataset):
         epoch, position = divmod(flat_index, len(self.words))
         word = self._epoch_order(epoch)[position]
         candidates = pick_candidates(
-            word, self.config.candidates, self.candidate_pool, seed=f"{self.seed}/{flat_index}"
+            word, self.env.candidates, self.candidate_pool, seed=f"{self.seed}/{flat_index}"
         )
         return word, candidates
 
@@ -146,7 +146,7 @@ class TwentyQuestionsDataset(GroupDataset):
             word=word,
             group_size=self.group_size,
             answerer=self.answerer,
-            config=self.config,
+            env=self.env,
             candidates=candidates,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
@@ -244,7 +244,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
         train_words, test_words = split_words("train"), split_words("test")
         common = dict(
             answerer=answerer,
-            config=self.env,
+            env=self.env,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
         )
@@ -285,7 +285,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             batch_size=1,
             group_size=1,
             answerer=KBAnswerer(),
-            config=self.env,
+            env=self.env,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
             seed=seed,
