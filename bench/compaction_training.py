@@ -59,7 +59,7 @@ held-out episodes), 22.4 min wall, 18.8 min CPU, load 1.9 at the start, 3.3 at t
     ratio_trained_tokens_compact_vs_strip=0.575 ratio_prefill_tokens_compact_vs_strip=1.364 thinking_turn_fraction=0.979 reward_gap_compact_vs_strip=-0.004
 
 Measured again 4 December 2026 on an Intel Xeon with AMX (bfloat16, the oneDNN sampler, the
-engine of that evening), the default with a larger held-out set (``n_test=160``: 20 held-out
+engine of that evening), the default with a larger held-out set (``data.n_test=160``: 20 held-out
 8-problem episodes, 160 problems, one problem = 0.00625 of reward), 45.3 min wall, 45.1 min CPU,
 beside one or two training runs (load 3-3.5)::
 
@@ -114,11 +114,11 @@ COMMON = {
     "env.problems_per_episode": "8",
     "env.fewshot": "false",
     "env.thinking": "true",
-    "levels": "1,2",
+    "data.levels": "1,2",
     "max_tokens": "80",
-    "batch_size": "2",
-    "group_size": "2",
-    "n_test": "48",
+    "data.batch_size": "2",
+    "data.group_size": "2",
+    "data.n_test": "48",
     "eval_batches": "1",
     "eval_temperature": "0",
     "learning_rate": "1e-4",
@@ -136,12 +136,12 @@ COMMON = {
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
     "max_tokens": "80",
-    "n_test": "24",
+    "data.n_test": "24",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
     "max_steps": "1",
-    "group_size": "2",
+    "data.group_size": "2",
 }
 
 
