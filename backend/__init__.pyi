@@ -1,16 +1,10 @@
 """Public names of ``backend`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
 
 from .factory import (
-    BackendName as BackendName,
-)
-from .factory import (
     make_service_client as make_service_client,
 )
 from .factory import (
     resolve_backend as resolve_backend,
-)
-from .local._checkpoint import (
-    CHECKPOINT_SCHEME as CHECKPOINT_SCHEME,
 )
 from .local._errors import (
     CheckpointExistsError as CheckpointExistsError,
@@ -39,12 +33,6 @@ from .local._errors import (
 from .local._futures import (
     ClientFuture as ClientFuture,
 )
-from .local._futures import (
-    LocalFuture as LocalFuture,
-)
-from .local._sampler import (
-    SamplerStats as SamplerStats,
-)
 from .local._service import (
     LocalSamplingClient as LocalSamplingClient,
 )
@@ -61,10 +49,10 @@ from .model import (
     TINY as TINY,
 )
 from .model import (
-    UnknownModelError as UnknownModelError,
+    BackendName as BackendName,
 )
 from .model import (
-    load_model as load_model,
+    UnknownModelError as UnknownModelError,
 )
 from .model import (
     load_tokenizer as load_tokenizer,

@@ -9,8 +9,7 @@ from typing import Any, Literal
 import tinker
 
 from backend.local._service import LocalServiceClient
-
-BackendName = Literal["auto", "local", "tinker"]
+from backend.model import BackendName
 
 
 def resolve_backend(backend: BackendName = "auto") -> Literal["local", "tinker"]:

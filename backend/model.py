@@ -29,12 +29,18 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+BackendName = Literal["auto", "local", "tinker"]
+"""Where training and sampling run: ``local``: the embedded backend; ``tinker``: the cloud;
+``auto``: tinker when ``TINKER_API_KEY`` is set, else local. Defined here, with the model names,
+because this module is cheap to import (the train command line parses it before anything heavy)."""
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 """Hub name of the embedded model (served offline from the converted GGUF)."""

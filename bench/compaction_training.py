@@ -62,11 +62,11 @@ COMMON = {
     "env.problems_per_episode": "8",
     "env.fewshot": "false",
     "env.thinking": "true",
-    "levels": "1,2",
+    "data.levels": "1,2",
     "max_tokens": "80",
-    "batch_size": "2",
-    "group_size": "2",
-    "n_test": "48",
+    "data.batch_size": "2",
+    "data.group_size": "2",
+    "data.n_test": "48",
     "eval_batches": "1",
     "eval_temperature": "0",
     "learning_rate": "1e-4",
@@ -85,12 +85,12 @@ QUICK = {
     "model_name": "turngym/tiny-random-llama",
     "env.problems_per_episode": "4",
     "max_tokens": "24",
-    "n_test": "8",
+    "data.n_test": "8",
     "warm_start.episodes": "4",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
     "max_steps": "1",
-    "group_size": "2",
+    "data.group_size": "2",
 }
 
 
@@ -120,7 +120,7 @@ def figures(run: Path) -> dict[str, float]:
     steps = _rows(run / "metrics.jsonl")
     evals = _rows(run / "eval.jsonl")
     episodes = _sum(steps, "rollout/traj/count") or 1.0
-    first = next((r for r in evals if r["step"] == 0), {})
+    first = next((r for r in evals if r["step"] == 0 and r.get("stage") != "untrained"), {})
     last = evals[-1] if evals else {}
     out = {
         "rl_steps": float(len(steps)),

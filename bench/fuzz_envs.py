@@ -2,7 +2,7 @@
 
 Actions: random tokens, empty, invalid UTF-8, max length (stepped with ``stop_reason="length"``),
 the stop token alone, well-formed replies, and for tool envs calls to their tools (well-formed,
-wrong and malformed; see ``envs.checker.env_actions``), stepped through fresh episodes until each
+wrong and malformed; see ``envs.testing.env_actions``), stepped through fresh episodes until each
 env has taken ``--actions`` of them (default 10,000). A crash is a step that raised or hung.
 
 When the code-execution env (``turngym/MathPython-v0``) is fuzzed, its sandbox also faces the
@@ -31,8 +31,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import envs.judge.testing  # noqa: F401  (registers the scripted test judges)
 from envs.checker import CheckConfig, fuzz_env
 from envs.gym import ENV_IDS, env_source
+
+OFFLINE = {"turngym/Judge-v0": {"completer": "scripted:score:7"}}
+"""Per id, the keyword arguments that make an env instant and offline (Judge-v0: a scripted judge
+instead of the embedded model's)."""
+
 
 CODE_ENV = "turngym/MathPython-v0"
 """The env whose sandbox also faces the escape attempts."""
@@ -82,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         seconds = 0.0
         failures: dict[str, str] = {}
         for k, n in enumerate(chunks):
-            stats = fuzz_env(env_source(env_id), n, seed=args.seed + k, config=config, target=env_id)
+            stats = fuzz_env(
+                env_source(env_id, **OFFLINE.get(env_id, {})), n, seed=args.seed + k, config=config, target=env_id
+            )
             actions, crashes, episodes = (
                 actions + stats.actions,
                 crashes + stats.crashes,

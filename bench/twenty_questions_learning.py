@@ -46,10 +46,10 @@ from typing import Any
 QUICK = {
     "model_name": "turngym/tiny-random-llama",
     "max_steps": "1",
-    "batch_size": "2",
-    "group_size": "4",
-    "eval_words": "4",
-    "eval_group_size": "2",
+    "data.batch_size": "2",
+    "data.group_size": "4",
+    "data.test_batch_size": "4",
+    "data.test_group_size": "2",
     "warm_start.episodes": "8",
     "warm_start.steps": "2",
     "warm_start.batch_size": "4",
@@ -74,6 +74,9 @@ def seed_result(log_path: Path) -> dict[str, Any]:
     at step 0 (after the warm start) and at the last evaluation (after RL), RL's gain, and the
     question-turn fractions."""
     rows = [json.loads(line) for line in (log_path / "eval.jsonl").read_text().splitlines() if line.strip()]
+    # the policy before any training (stage "untrained") is reported apart; the warm start's row
+    # is the first one at step 0 after it
+    rows = [r for r in rows if r.get("stage") != "untrained"]
     if not rows or int(rows[0]["step"]) != 0 or len(rows) < 2:
         raise ValueError(
             f"{log_path}: need held-out evaluations at step 0 and after RL, got {len(rows)} rows"

@@ -13,33 +13,6 @@
   any OpenAI-compatible ``/chat/completions`` endpoint.
 """
 
-from tinker_cookbook.completers import (
-    MessageCompleter,
-    StopCondition,
-    TinkerMessageCompleter,
-    TinkerTokenCompleter,
-    TokenCompleter,
-    TokensWithLogprobs,
-)
+import lazy_loader
 
-from completers._scripted import (
-    ScriptedGroupCompleter,
-    ScriptedMessageCompleter,
-    ScriptedReply,
-    ScriptedTokenCompleter,
-    ScriptExhaustedError,
-)
-
-__all__ = [
-    "MessageCompleter",
-    "ScriptExhaustedError",
-    "ScriptedGroupCompleter",
-    "ScriptedMessageCompleter",
-    "ScriptedReply",
-    "ScriptedTokenCompleter",
-    "StopCondition",
-    "TinkerMessageCompleter",
-    "TinkerTokenCompleter",
-    "TokenCompleter",
-    "TokensWithLogprobs",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

@@ -14,48 +14,6 @@
   (nothing is registered on import; this package knows no backend).
 """
 
-from renderers_ext._compaction import CompactingRenderer, extension_expected, strip_thinking
-from renderers_ext._extension import ExtensionReport, check_extension, first_divergence
-from renderers_ext._register import (
-    PROBE_RENDERERS,
-    QWEN3_PRESERVE_THINKING,
-    TokenizerNotFoundError,
-    UnknownRendererError,
-    load_renderer,
-    recommended_renderer_name,
-    register_renderers,
-)
-from renderers_ext._render import (
-    is_valid_utf8,
-    prompt_tokens,
-    render_action,
-    render_continuation,
-    stop_overlap,
-    stop_token_sequences,
-    token_bytes,
-    tool_call,
-)
+import lazy_loader
 
-__all__ = [
-    "PROBE_RENDERERS",
-    "QWEN3_PRESERVE_THINKING",
-    "CompactingRenderer",
-    "ExtensionReport",
-    "TokenizerNotFoundError",
-    "UnknownRendererError",
-    "check_extension",
-    "extension_expected",
-    "first_divergence",
-    "is_valid_utf8",
-    "load_renderer",
-    "prompt_tokens",
-    "recommended_renderer_name",
-    "register_renderers",
-    "render_action",
-    "render_continuation",
-    "stop_overlap",
-    "stop_token_sequences",
-    "strip_thinking",
-    "token_bytes",
-    "tool_call",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi

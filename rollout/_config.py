@@ -193,9 +193,6 @@ class AdvantageConfig:
     """Per-turn discounting: turn ``t`` of a trajectory gets ``G_t - mean_group(G_0)`` where
     ``G_t = sum_{k>=t} discount**(k-t) * r_k`` (the group reward is added to the last turn's
     reward). ``None``: one scalar per trajectory (cookbook behaviour)."""
-    drop_constant_groups: bool = False
-    """Skip groups whose total rewards are all equal (:func:`rollout.is_constant_group`: no
-    gradient signal); counted in metrics."""
 
     def __post_init__(self) -> None:
         if self.discount is not None and not 0.0 <= self.discount <= 1.0:

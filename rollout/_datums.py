@@ -38,7 +38,7 @@ class Assembled:
     """Per datum: ``group_idx`` and ``traj_idx`` (indices into the groups passed in)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """``datums/count``, ``datums/per_traj``, ``datums/tokens``, ``datums/action_tokens``,
-    ``advantage/mean``, ``advantage/abs_mean``, ``groups/constant_dropped``."""
+    ``advantage/mean``, ``advantage/abs_mean``."""
 
 
 def _check_logprobs(groups: Sequence[TrajectoryGroup]) -> None:
@@ -61,8 +61,9 @@ def is_constant_group(group: TrajectoryGroup) -> bool:
     """Whether every trajectory of ``group`` got the same total reward (within ``1e-9``).
 
     Such a group has zero group-centred advantage everywhere: no gradient signal. The one
-    constant-reward test of TurnGym (:func:`assemble`'s ``drop_constant_groups``, the training
-    loop's ``remove_constant_reward_groups`` and ``lr_scale_by_signal``). Unlike the cookbook's
+    constant-reward test of TurnGym (the training loop's ``remove_constant_reward_groups``, which
+    filters groups with :func:`informative_groups` before :func:`assemble`, and
+    ``lr_scale_by_signal``). Unlike the cookbook's
     ``remove_constant_reward_groups``, :func:`informative_groups` returns an empty list when no
     group is informative (the caller skips the update instead of training on one constant group).
     """
@@ -184,16 +185,12 @@ def assemble(groups: Sequence[TrajectoryGroup], config: AdvantageConfig | None =
     default = config.discount is None and not config.normalize_std
     datums: list[tinker.Datum] = []
     metadata: list[dict[str, int]] = []
-    dropped = 0
     n_traj = 0
     adv_sum = 0.0
     adv_abs = 0.0
     action_tokens = 0
     cookbook_adv = compute_advantages(groups) if default else None
     for g, group in enumerate(groups):
-        if config.drop_constant_groups and is_constant_group(group):
-            dropped += 1
-            continue
         per_turn = None if cookbook_adv is not None else group_advantages(group, config)
         for i, traj in enumerate(group.trajectories_G):
             n_traj += 1
@@ -220,6 +217,5 @@ def assemble(groups: Sequence[TrajectoryGroup], config: AdvantageConfig | None =
         "datums/action_tokens": float(action_tokens),
         "advantage/mean": adv_sum / action_tokens if action_tokens else 0.0,
         "advantage/abs_mean": adv_abs / action_tokens if action_tokens else 0.0,
-        "groups/constant_dropped": float(dropped),
     }
     return Assembled(datums=datums, metadata=metadata, metrics=metrics)

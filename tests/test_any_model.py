@@ -270,7 +270,7 @@ def test_builders_and_renderers_unpickle_in_a_fresh_process(tmp_path: Path) -> N
     from envs.twenty_questions import KBAnswerer, TwentyQuestionsGroupBuilder
     from renderers_ext import QWEN3_PRESERVE_THINKING, load_renderer
 
-    builder = TwentyQuestionsGroupBuilder(word="dog", num_envs=1, answerer=KBAnswerer())
+    builder = TwentyQuestionsGroupBuilder(word="dog", group_size=1, answerer=KBAnswerer())
     blob = pickle.dumps((builder, pickle.dumps(load_renderer(QWEN3_PRESERVE_THINKING, SMOLLM2))))
     proc = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS],

@@ -11,7 +11,8 @@ import pytest
 from backend_fixtures import TINY, encode, make_service, prompt
 from tinker import types
 
-from backend import LocalFuture, LocalSamplingClient, PromptTooLongError, load_tokenizer
+from backend import LocalSamplingClient, PromptTooLongError, load_tokenizer
+from backend.local._futures import LocalFuture
 
 
 @pytest.fixture(scope="module")

@@ -17,19 +17,12 @@ from hypothesis import strategies as st
 from tinker_cookbook.renderers import get_text_content
 from tinker_cookbook.rl.types import EnvGroupBuilder, InitialObservationOverflow
 
+import envs.judge.testing  # noqa: F401  (registers the scripted test judges)
 from backend.model import SMOLLM2
 from envs import EnvLimits, Fault, FaultPolicy, decode_action
 from envs.check import TargetError, load_target, main
-from envs.checker import (
-    ActionKind,
-    CheckConfig,
-    CheckName,
-    Outcome,
-    check_conformance,
-    env_actions,
-    invalid_utf8_fragments,
-    tool_call_messages,
-)
+from envs.checker import ActionKind, CheckConfig, CheckName, Outcome, check_conformance
+from envs.checker._strategies import env_actions, invalid_utf8_fragments, tool_call_messages
 from envs.gym import ENV_IDS, env_source
 from envs.testing import (
     assert_env_conforms,
@@ -39,6 +32,11 @@ from envs.testing import (
     tool_call_conversations,
 )
 
+OFFLINE = {"turngym/Judge-v0": {"completer": "scripted:score:7"}}
+"""Per id, the keyword arguments that make an env instant and offline (Judge-v0: a scripted judge
+instead of the embedded model's)."""
+
+
 ROOT = Path(__file__).resolve().parents[1]
 FAST = CheckConfig(examples=8, block_threshold_s=1.5)  # BlockingEnv blocks 2 s; shared CI boxes lag
 
@@ -46,7 +44,7 @@ FAST = CheckConfig(examples=8, block_threshold_s=1.5)  # BlockingEnv blocks 2 s;
 # --- passes ------------------------------------------------------------------------------
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_checker_passes_on_every_included_env(env_id: str) -> None:
-    report = check_conformance(env_source(env_id), FAST, target=env_id)
+    report = check_conformance(env_source(env_id, **OFFLINE.get(env_id, {})), FAST, target=env_id)
     assert report.ok, str(report)
     assert report.actions >= FAST.examples and report.crashes == 0
     assert report[CheckName.NO_RAISE].outcome == Outcome.PASS

@@ -16,8 +16,6 @@ from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 
 import training
 from envs.code import (
-    METRIC_FAILED_CALLS,
-    METRIC_TOOL_CALLS,
     PROGRAMS,
     PYTHON_TOOL,
     CodeDatasetBuilder,
@@ -32,8 +30,8 @@ from envs.code import (
     SandboxLimits,
     ToolFormat,
     code_action_messages,
-    format_run,
 )
+from envs.code.env import METRIC_FAILED_CALLS, METRIC_TOOL_CALLS, format_run
 from envs.code.train import CodeTrainConfig
 from envs.code.train import main as train_main
 from envs.math import Grader, GraderConfig, MathProblem
@@ -297,9 +295,9 @@ def test_train_config_builds_the_configured_game():
         "env.tool_format=tag",
         "env.sandbox.limits.timeout_s=3",
         "env.sandbox.isolation=landlock",
-        "levels=2",
-        "n_train=4",
-        "n_test=1",
+        "data.levels=2",
+        "data.n_train=4",
+        "data.n_test=1",
     ]
     config = training.parse_config(CodeTrainConfig, argv)
     train, _ = config.dataset_builder().datasets()

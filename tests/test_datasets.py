@@ -50,8 +50,8 @@ def test_seeded_dataset_group_k_depends_only_on_seed_and_k() -> None:
 
 
 def test_the_included_datasets_share_the_base() -> None:
-    from envs.judge import JudgeDataset
-    from envs.math import MathRLDataset
+    from envs.judge.builders import JudgeDataset
+    from envs.math.builders import MathRLDataset
     from envs.twenty_questions import TwentyQuestionsDataset
 
     for cls in (JudgeDataset, MathRLDataset, TwentyQuestionsDataset, SeededDataset):

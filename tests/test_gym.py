@@ -24,10 +24,17 @@ from hypothesis import strategies as st
 from tinker_cookbook.rl.types import StopReason
 
 import envs.gym as eg
+import envs.judge.testing  # noqa: F401  (registers the scripted test judges)
 from envs import EnvLimits
-from envs.checker import env_actions, well_formed_action
+from envs.checker._strategies import env_actions, well_formed_action
 from envs.datasets import SeededDataset
-from envs.gym import TRUNCATION_REASONS, TextEnv, TokenEnv, is_truncation
+from envs.gym import TextEnv, TokenEnv, is_truncation
+from envs.gym._adapter import TRUNCATION_REASONS
+
+OFFLINE = {"turngym/Judge-v0": {"completer": "scripted:score:7"}}
+"""Per id, the keyword arguments that make an env instant and offline (Judge-v0: a scripted judge
+instead of the embedded model's)."""
+
 
 ALL_IDS = eg.register_envs()
 EOT = 2  # <|im_end|> of the qwen3_instruct renderer on the SmolLM2 tokenizer
@@ -60,7 +67,7 @@ def test_every_included_env_is_registered() -> None:
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_gymnasium_check_env_passes(env_id: str) -> None:
     """As gymnasium does for its own envs: ``check_env`` with no warning at all."""
-    env = gym.make(env_id, render_mode="ansi")
+    env = gym.make(env_id, render_mode="ansi", **OFFLINE.get(env_id, {}))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -75,7 +82,7 @@ def test_gymnasium_check_env_passes(env_id: str) -> None:
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_gymnasium_check_env_passes_on_the_text_view(env_id: str) -> None:
-    env = TextEnv(gym.make(env_id))
+    env = TextEnv(gym.make(env_id, **OFFLINE.get(env_id, {})))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -93,7 +100,7 @@ def test_gymnasium_check_env_passes_on_the_text_view(env_id: str) -> None:
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_registered_env_plays_an_episode_to_its_end(env_id: str) -> None:
-    env = gym.make(env_id)
+    env = gym.make(env_id, **OFFLINE.get(env_id, {}))
     inner = env.unwrapped
     assert isinstance(inner, TokenEnv)
     try:

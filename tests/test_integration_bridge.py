@@ -246,7 +246,7 @@ def test_orchestrator_train_keys_parse() -> None:
     orchestrator = _load("tinker_server")
     config = parse_config(TwentyQuestionsTrainConfig, orchestrator.TRAIN_KEYS)
     assert config.env.max_questions == 2 and config.env.truncation_penalty == 0.05
-    assert config.batch_size == 2 and config.group_size == 4 and config.eval_every == 0
+    assert config.data.batch_size == 2 and config.data.group_size == 4 and config.eval_every == 0
     # pinned to the smoke test's easy game, whatever make train's defaults are
     assert config.env.candidates == 4 and config.env.question_reward == -0.05
     assert config.warm_start.episodes == 0 and config.max_tokens == 16 and config.learning_rate == 1e-3

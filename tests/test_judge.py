@@ -19,7 +19,6 @@ from tinker_cookbook.completers import TokensWithLogprobs
 from tinker_cookbook.rl.types import Trajectory, Transition
 
 from envs.judge import (
-    DATA_DIR,
     Criterion,
     GradingMode,
     Judge,
@@ -47,6 +46,7 @@ from envs.judge import (
     tournament_pairs,
     win_rates,
 )
+from envs.judge.config import DATA_DIR
 from envs.judge.testing import ConstantJudge, ScriptedJudge, make_scripted
 
 TASK = JudgeTask("capital", ({"role": "user", "content": "What is the capital of France?"},))

@@ -29,7 +29,7 @@ def test_defaults_use_the_embedded_model_as_policy_and_judge() -> None:
     assert builder.env is config.env and builder.judge is config.judge
     assert builder.env.kind is JudgeEnvKind.RUBRIC and builder.judge.samples == 4
     train, test = anyio.run(builder)
-    assert test is not None and len(test.get_batch(0)) == config.n_test
+    assert test is not None and len(test.get_batch(0)) == config.data.n_test
     group = train.get_batch(0)[0]
     assert isinstance(group, RubricGroupBuilder) and group.task.turns == 1  # multi_turn=False by default
     assert group.judge.reply_prefix == "Score: " and group.judge.max_tokens == 3  # the verdict's prefix
@@ -74,7 +74,7 @@ def test_pairwise_multi_turn_keys() -> None:
     [
         (["env.kind=ranking"], "bad value for env.kind"),
         (["env.pattern=swiss"], "bad value for env.pattern"),
-        (["env.kind=pairwise", "group_size=1"], "pairwise needs group_size >= 2"),
+        (["env.kind=pairwise", "data.group_size=1"], "pairwise needs data.group_size >= 2"),
         (["judge.samples=0"], "samples must be >= 1"),
         (["kind=pairwise"], "unknown key 'kind'"),
     ],
@@ -93,9 +93,9 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path) -> None:
             f"log_path={tmp_path}",
             "max_steps=1",
             "eval_every=1",
-            "batch_size=1",
-            "group_size=2",
-            "n_test=1",
+            "data.batch_size=1",
+            "data.group_size=2",
+            "data.n_test=1",
             "max_tokens=8",
             "progress=False",
         ],

@@ -45,7 +45,20 @@ def test_the_embedded_model_name_is_cheap_to_read() -> None:
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("package", LAZY_PACKAGES)
+STUB_PACKAGES = sorted(
+    ".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.glob("*/**/__init__.pyi") if ".venv" not in p.parts
+)
+"""Every package with public names: one declaration style (the stub), eager or not at run time."""
+
+
+def test_every_package_with_public_names_declares_them_in_a_stub() -> None:
+    from test_public_api import NO_API, public_packages
+
+    assert set(LAZY_PACKAGES) <= set(STUB_PACKAGES)
+    assert sorted(p for p in public_packages() if p not in NO_API) == STUB_PACKAGES
+
+
+@pytest.mark.parametrize("package", STUB_PACKAGES)
 def test_stub_names_are_the_exports_and_each_resolves(package: str) -> None:
     module = importlib.import_module(package)
     names = _stub_names(package)

@@ -27,7 +27,7 @@ def test_bad_keys_exit_2_with_one_line(capsys):
 
 def test_train_config_builds_the_configured_game():
     config = training.parse_config(
-        MathTrainConfig, ["env.max_attempts=4", "levels=4", "n_train=8", "n_test=2", "batch_size=2"]
+        MathTrainConfig, ["env.max_attempts=4", "data.levels=4", "data.n_train=8", "data.n_test=2", "data.batch_size=2"]
     )
     train, test = config.dataset_builder().datasets()
     group = train.get_batch(0)[0]
@@ -70,10 +70,10 @@ def test_tiny_train_then_eval_end_to_end(tmp_path):
         "backend=local",
         "max_steps=1",
         "max_tokens=4",
-        "batch_size=1",
-        "group_size=2",
-        "n_train=4",
-        "n_test=2",
+        "data.batch_size=1",
+        "data.group_size=2",
+        "data.n_train=4",
+        "data.n_test=2",
         "eval_every=0",
         "progress=False",
         f"log_path={run}",
@@ -92,12 +92,12 @@ def test_tiny_train_then_eval_end_to_end(tmp_path):
         ("env.calculator=abacus", "bad value for env.calculator"),
         ("env.max_attempts=0", "max_attempts must be >= 1"),
         ("env.bogus=1", "unknown key 'env.bogus'"),
-        ("source=web", "source must be one of"),
-        ("levels=1,9", "levels must be"),
+        ("data.source=web", "source must be one of"),
+        ("data.levels=1,9", "levels must be"),
     ],
 )
 def test_bad_game_values_exit_2_with_one_line(capsys, arg, message):
     assert train_main([arg]) == 2
-    assert eval_main([arg]) == 2
+    assert eval_main([arg.removeprefix("data.")]) == 2  # the eval command's data keys are top-level
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(message in line for line in err)

@@ -15,12 +15,12 @@ from envs.math import (
     Split,
     evaluate,
     generate_problems,
-    gsm8k_reference_answer,
     load_gsm8k,
     load_jsonl,
     load_math,
     load_split,
 )
+from envs.math.data import gsm8k_reference_answer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -23,9 +23,9 @@ from envs.math import (
     MathEnvConfig,
     MathGroupBuilder,
     MathProblem,
-    MathRLDataset,
     generate_problems,
 )
+from envs.math.builders import MathRLDataset
 from renderers_ext import load_renderer
 
 PROBLEM = MathProblem("What is 12 * 12?", "144")

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from envs.math import Grader, GraderConfig, GradeStatus, last_boxed, normalize_answer
+from envs.math import Grader, GraderConfig, GradeStatus, normalize_answer
 from envs.math._grading_core import fast_compare
+from envs.math.grading import last_boxed
 
 # (answer, reference): must grade as equal.
 EQUAL = [

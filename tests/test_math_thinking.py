@@ -15,17 +15,9 @@ from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 import training
 from backend.model import SMOLLM2
 from envs import PlayerPolicy
-from envs.math import (
-    METRIC_CORRECT,
-    METRIC_THINKING,
-    THINKING_INSTRUCTION,
-    MathDatasetBuilder,
-    MathEnv,
-    MathEnvConfig,
-    MathProblem,
-    ThinkingSolver,
-    has_complete_thinking,
-)
+from envs.math import METRIC_CORRECT, MathDatasetBuilder, MathEnv, MathEnvConfig, MathProblem, ThinkingSolver
+from envs.math.config import THINKING_INSTRUCTION
+from envs.math.env import METRIC_THINKING, has_complete_thinking
 from envs.math.train import MathTrainConfig
 from renderers_ext import QWEN3_PRESERVE_THINKING, load_renderer
 from rollout import EngineConfig, RolloutLimits, run_episode
@@ -147,12 +139,12 @@ def test_thinking_warm_start_then_two_compacted_rl_steps_on_the_tiny_model(tmp_p
             "warm_start.steps=2",
             "warm_start.batch_size=4",
             "max_steps=2",
-            "levels=1",
+            "data.levels=1",
             "max_tokens=64",
-            "batch_size=1",
-            "group_size=2",
-            "n_train=8",
-            "n_test=1",
+            "data.batch_size=1",
+            "data.group_size=2",
+            "data.n_train=8",
+            "data.n_test=1",
             "eval_every=2",
             "save_every=0",
             "progress=false",
@@ -167,7 +159,7 @@ def test_thinking_warm_start_then_two_compacted_rl_steps_on_the_tiny_model(tmp_p
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2  # (the random model's replies rarely parse: its series may end early)
     evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in evals] == [0, 2]  # after the warm start, after RL
+    assert [(e["step"], e["stage"]) for e in evals] == [(0, "untrained"), (0, "warm_start"), (2, "rl")]
     text = summary.describe()
     assert "held-out after the warm start" in text and "held-out after 2 RL steps" in text
     assert json.loads((run / "config.json").read_text())["compaction_period"] == 2

@@ -309,7 +309,7 @@ def _check_math_keys(cwd: Path) -> None:
 
     command = "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl"
     config = parse_config(MathTrainConfig, command.split()[3:])
-    assert (config.env.max_attempts, config.source) == (3, "gsm8k")
+    assert (config.env.max_attempts, config.data.source) == (3, "gsm8k")
     folder = cwd / "math_cli"
     folder.mkdir(exist_ok=True)
     proc = _run(command, folder, timeout=120)

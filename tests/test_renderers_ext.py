@@ -18,15 +18,15 @@ from renderers_ext import (
     QWEN3_PRESERVE_THINKING,
     CompactingRenderer,
     check_extension,
-    first_divergence,
     is_valid_utf8,
     load_renderer,
     prompt_tokens,
     render_continuation,
     stop_overlap,
     stop_token_sequences,
-    token_bytes,
 )
+from renderers_ext._extension import first_divergence
+from renderers_ext._render import token_bytes
 from renderers_ext.testing import (
     assistant_indices,
     conversations,

@@ -23,13 +23,8 @@ from tinker_cookbook.renderers import Message, RenderContext, Renderer
 from tinker_cookbook.renderers.base import has_thinking
 
 from backend.model import SMOLLM2
-from renderers_ext import (
-    QWEN3_PRESERVE_THINKING,
-    CompactingRenderer,
-    extension_expected,
-    load_renderer,
-    strip_thinking,
-)
+from renderers_ext import QWEN3_PRESERVE_THINKING, CompactingRenderer, extension_expected, load_renderer
+from renderers_ext._compaction import strip_thinking
 from renderers_ext.testing import (
     ALPHABET,
     ROLE_COLON_SAFE_FRAGMENTS,

@@ -22,12 +22,11 @@ from rollout import (
     RolloutLimits,
     Strategy,
     assemble,
-    render_html,
-    trajectory_datums,
-    trajectory_records,
     write_html,
     write_jsonl,
 )
+from rollout._datums import trajectory_datums
+from rollout._logs import render_html, trajectory_records
 from rollout.testing import SyntheticEnv, SyntheticGroup
 
 
@@ -197,13 +196,17 @@ def test_missing_logprobs_is_a_clear_error():
     assert "\n" not in str(info.value)
 
 
-def test_constant_groups_can_be_dropped_and_are_counted():
+def test_constant_groups_are_filtered_before_assembly_by_the_one_filter():
+    from rollout import informative_groups
+
     result = make_batch(
         [[{"turns": 2}, {"turns": 2}], [{"turns": 1, "reward": 0.0}, {"turns": 1, "reward": 1.0}]]
     )
-    assembled = assemble(result.groups, AdvantageConfig(drop_constant_groups=True))
-    assert assembled.metrics["groups/constant_dropped"] == 1
-    assert {m["group_idx"] for m in assembled.metadata} == {1}
+    kept = informative_groups(result.groups)
+    assert kept == [result.groups[1]]
+    assembled = assemble(kept)
+    assert {m["group_idx"] for m in assembled.metadata} == {0}  # indices into the groups passed in
+    assert not hasattr(AdvantageConfig(), "drop_constant_groups")  # one name: remove_constant_reward_groups
 
 
 # --- logs -----------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from completers import ScriptedGroupCompleter, ScriptedTokenCompleter
 from envs.core import ChatEnv, Reply
 from renderers_ext import CompactingRenderer, load_renderer
 from rollout import (
-    LOG_COMPACTION,
     METRIC_COMPACTION,
     METRIC_COMPACTION_UNSUPPORTED,
     CompactionUnsupported,
@@ -29,6 +28,7 @@ from rollout import (
     SupportsCompaction,
     run_episode,
 )
+from rollout._compaction import LOG_COMPACTION
 
 THINK = "<think>\nhmm\n</think>\n\n"
 
@@ -332,7 +332,7 @@ def test_cookbook_guess_number_runs_and_its_role_bug_is_flagged():
 def test_transcripts_show_where_a_compaction_happened():
     from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
-    from rollout import decoded_turns, render_html
+    from rollout._logs import decoded_turns, render_html
     from training._transcripts import episode_html
 
     renderer = load_renderer("qwen3", SMOLLM2)

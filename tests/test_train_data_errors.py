@@ -45,30 +45,30 @@ def _cases(tmp: Path) -> dict[str, tuple[str, list[str], str]]:
     return {
         "missing_file": (
             math,
-            ["source=gsm8k", "path=/nonexistent.jsonl"],
+            ["data.source=gsm8k", "data.path=/nonexistent.jsonl"],
             "/nonexistent.jsonl: no such file",
         ),
         "malformed_line": (
             math,
-            ["source=gsm8k", f"path={FIXTURES / 'math_malformed.jsonl'}"],
+            ["data.source=gsm8k", f"data.path={FIXTURES / 'math_malformed.jsonl'}"],
             "math_malformed.jsonl:3: invalid JSON",
         ),
         "row_without_question": (
             math,
-            ["source=jsonl", f"path={FIXTURES / 'math_missing_field.jsonl'}"],
+            ["data.source=jsonl", f"data.path={FIXTURES / 'math_missing_field.jsonl'}"],
             "math_missing_field.jsonl:2: missing or empty string field 'question'",
         ),
         "row_without_answer": (
             math,
-            ["source=jsonl", f"path={tmp / 'no_answer.jsonl'}"],
+            ["data.source=jsonl", f"data.path={tmp / 'no_answer.jsonl'}"],
             "no_answer.jsonl:2: missing or empty string field 'answer'",
         ),
         "gsm8k_row_without_final_answer": (
             math,
-            ["source=gsm8k", f"path={tmp / 'gsm8k_no_final.jsonl'}"],
+            ["data.source=gsm8k", f"data.path={tmp / 'gsm8k_no_final.jsonl'}"],
             "gsm8k_no_final.jsonl:1: no '#### <answer>' line",
         ),
-        "hub_source_offline": (math, ["source=math"], "the Hugging Face hub, which is offline"),
+        "hub_source_offline": (math, ["data.source=math"], "the Hugging Face hub, which is offline"),
         "judge_missing_task_file": (judge, ["env.tasks_path=/nonexistent.jsonl"], "/nonexistent.jsonl: no such file"),
         "judge_malformed_task_line": (
             judge,
@@ -140,7 +140,7 @@ def test_the_loop_checks_data_before_writing_too(tmp_path: Path):
 
     config = training.parse_config(
         MathTrainConfig,
-        ["source=gsm8k", f"path={FIXTURES / 'math_malformed.jsonl'}", f"log_path={tmp_path / 'run'}"],
+        ["data.source=gsm8k", f"data.path={FIXTURES / 'math_malformed.jsonl'}", f"log_path={tmp_path / 'run'}"],
     )
     with pytest.raises(training.ConfigError, match=r"math_malformed\.jsonl:3: invalid JSON"):
         training.train(config)

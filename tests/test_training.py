@@ -144,7 +144,8 @@ def test_two_step_run_writes_every_artifact(two_step_run: Path) -> None:
 
     evals = read_rows(log / "eval.jsonl")
     assert [r["step"] for r in evals] == [0, 1, 2]
-    assert all(k.startswith("eval/") for r in evals for k in r if k != "step")
+    assert all(k.startswith("eval/") for r in evals for k in r if k not in ("step", "stage"))
+    assert [r["stage"] for r in evals] == ["untrained", "rl", "rl"]
     assert 0.0 <= evals[-1]["eval/win_rate"] <= 1.0
 
     png = (log / "reward_curve.png").read_bytes()
@@ -336,9 +337,22 @@ def test_a_run_that_trains_on_no_datum_says_so(tmp_path: Path, capsys: pytest.Ca
 def test_reward_curve_labels_each_stage_on_the_held_out_curve() -> None:
     from training._plot import _stage_labels
 
-    assert _stage_labels([0, 10, 20], [0.4, 0.7, 0.9], warm_start=True) == [
+    def rows(*points: tuple[int, float, str | None]) -> list[dict[str, object]]:
+        return [{"step": s, "eval/win_rate": y, **({"stage": st} if st else {})} for s, y, st in points]
+
+    key = "eval/win_rate"
+    staged = rows((0, 0.1, "untrained"), (0, 0.4, "warm_start"), (10, 0.7, "rl"), (20, 0.9, "rl"))
+    assert _stage_labels(staged, key, warm_start=True) == [
+        (0, 0.1, "untrained"),
         (0, 0.4, "after warm start"),
         (20, 0.9, "after 20 RL steps"),
     ]
-    assert _stage_labels([0], [0.1], warm_start=False) == [(0, 0.1, "untrained")]
-    assert _stage_labels([5, 10], [0.5, 0.6], warm_start=False) == [(10, 0.6, "after 10 RL steps")]
+    # rows of a run folder written before eval rows named their stage
+    assert _stage_labels(rows((0, 0.4, None), (20, 0.9, None)), key, warm_start=True) == [
+        (0, 0.4, "after warm start"),
+        (20, 0.9, "after 20 RL steps"),
+    ]
+    assert _stage_labels(rows((0, 0.1, None)), key, warm_start=False) == [(0, 0.1, "untrained")]
+    assert _stage_labels(rows((5, 0.5, "rl"), (10, 0.6, "rl")), key, warm_start=False) == [
+        (10, 0.6, "after 10 RL steps")
+    ]

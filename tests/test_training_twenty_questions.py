@@ -12,8 +12,8 @@ import chz
 import envs.twenty_questions.train as train_module
 import training
 from envs.twenty_questions.config import TwentyQuestionsConfig
-from envs.twenty_questions.env import split_words
 from envs.twenty_questions.train import SMOKE_TEST, TwentyQuestionsTrainConfig, main
+from envs.twenty_questions.words import split_words
 from training._logging import read_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,14 +27,14 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     assert config.env == TwentyQuestionsConfig()  # the game's one set of defaults, not a copy
     # more candidates than turns: enumeration wins at most 4 of 8; questions are free
     game = config.env
-    assert (game.candidates, game.max_questions, config.batch_size, config.group_size) == (8, 4, 8, 8)
+    assert (game.candidates, game.max_questions, config.data.batch_size, config.data.group_size) == (8, 4, 8, 8)
     assert game.question_reward == 0.0 and game.wrong_guess_reward == 0.0
     assert (config.lora_rank, config.max_tokens, config.temperature) == (16, 24, 0.8)
     assert config.remove_constant_reward_groups and config.grad_clip_norm == 1.0
     assert config.log_path == "runs/twenty_questions/default"
     # a short warm start on a halving player that splits at random 3 times in 10 (too short to
     # learn it), then RL, each evaluated greedily on the same held-out games
-    assert config.warm_start.episodes > 0 and config.scripted_split_noise == 0.3
+    assert config.warm_start.episodes > 0 and config.data.scripted_split_noise == 0.3
     # RL's rate decays linearly from 6e-4 to 0 over the 16 steps, scaled by the informative groups
     assert config.learning_rate == 6e-4 and config.lr_schedule == "linear" and config.lr_scale_by_signal
     assert config.lr_at(0) == 6e-4 and config.lr_at(8) == 3e-4
@@ -54,7 +54,7 @@ def test_the_default_evaluation_is_64_distinct_held_out_games() -> None:
     config = training.parse_config(TwentyQuestionsTrainConfig, [])
     _, test = config.dataset_builder().build()
     batch = test.get_batch(0)
-    assert len(test) == 1 and sum(group.num_envs for group in batch) == 64
+    assert len(test) == 1 and sum(group.group_size for group in batch) == 64
     games = [test.item(i) for i in range(64)]
     assert len(set(games)) == 64
     assert {word for word, _ in games} == set(split_words("test"))
@@ -62,7 +62,7 @@ def test_the_default_evaluation_is_64_distinct_held_out_games() -> None:
 
 
 def test_held_out_games_do_not_depend_on_the_run_seed() -> None:
-    # every seed is evaluated on the same games (eval_seed), while training draws follow the seed
+    # every seed is evaluated on the same games (data.test_seed), while training draws follow the seed
     def splits(*args: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[tuple[str, tuple[str, ...]]]]:
         train, test = training.parse_config(TwentyQuestionsTrainConfig, list(args)).dataset_builder().build()
         return [train.item(i) for i in range(16)], [test.item(i) for i in range(64)]
@@ -70,7 +70,7 @@ def test_held_out_games_do_not_depend_on_the_run_seed() -> None:
     train0, test0 = splits("seed=0")
     train5, test5 = splits("seed=5")
     assert test5 == test0 and train5 != train0
-    _, other = splits("seed=0", "eval_seed=1")
+    _, other = splits("seed=0", "data.test_seed=1")
     assert other != test0 and {w for w, _ in other} == {w for w, _ in test0}
 
 
@@ -107,7 +107,7 @@ def test_smoke_test_keys_are_the_easy_setting() -> None:
     assert config.warm_start.episodes == 0 and config.learning_rate == 1e-3 and config.max_tokens == 16
     assert config.lr_schedule == "constant"  # as measured, whatever the main job's schedule
     assert config.temperature == 1.0  # likewise its sampling temperature
-    assert config.lr_scale_by_signal and config.batch_size == 4  # the rate follows the informative groups
+    assert config.lr_scale_by_signal and config.data.batch_size == 4  # the rate follows the informative groups
     assert (config.max_steps, config.eval_every) == (20, 10)
     assert all(key in _TRAIN_DOC for key in SMOKE_TEST)  # the documented command is these keys
 
@@ -135,10 +135,10 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None
             f"log_path={tmp_path}",
             "max_steps=1",
             "eval_every=1",
-            "batch_size=2",
-            "group_size=2",
-            "eval_words=2",
-            "eval_group_size=2",
+            "data.batch_size=2",
+            "data.group_size=2",
+            "data.test_batch_size=2",
+            "data.test_group_size=2",
             "progress=False",
         ],
     )
@@ -148,7 +148,9 @@ def test_one_step_on_the_tiny_model_writes_the_artifacts(tmp_path: Path) -> None
     assert [r["step"] for r in rows] == [0]
     assert "env/all/twenty_questions/question_fraction" in rows[0]
     evals = read_rows(tmp_path / "eval.jsonl")
-    assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval/episodes"] == 4.0
+    # the main job's warm start: held-out before any training, after the warm start, after RL
+    assert [(r["step"], r["stage"]) for r in evals] == [(0, "untrained"), (0, "warm_start"), (1, "rl")]
+    assert all(r["eval/episodes"] == 4.0 for r in evals)  # the same held-out games each time
     # the env's own held-out figure: questions / turns, logged and shown in the summary
     for row in evals:
         questions, turns = (

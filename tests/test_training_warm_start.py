@@ -60,10 +60,16 @@ def test_warm_start_key_plays_scripted_episodes_then_rl_and_reports_each_stage(t
     assert warm["warm_start/scripted_reward"] == config.turns  # the scripted player wins every turn
     assert warm["warm_start/trained_tokens"] == 6 * config.turns * len(SCRIPTED_REPLY)
     assert warm["warm_start/loss_last"] < warm["warm_start/loss_first"]
-    # held-out after the warm start (step 0) and after RL (step 1), each reported
-    assert summary.warm_start_eval["step"] == 0 and summary.final_eval["step"] == 1
+    # held-out before any training (step 0), after the warm start (step 0) and after RL (step 1),
+    # each logged like the others and reported
+    rows = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["stage"]) for r in rows] == [(0, "untrained"), (0, "warm_start"), (1, "rl")]
+    assert summary.untrained_eval == rows[0] and summary.warm_start_eval == rows[1]
+    assert summary.final_eval == rows[2]
+    assert (tmp_path / "transcripts" / "eval_step0000_untrained.html").is_file()
     text = summary.describe()
     assert "warm start: 6 scripted episodes, 5 steps" in text
+    assert "held-out before any training: win_rate=" in text
     assert "held-out after the warm start: win_rate=" in text and "held-out after 1 RL steps" in text
     # resuming does not warm-start again, and still reports it
     again = training.train(_toy(tmp_path, "warm_start.episodes=6", "max_steps=2", "eval_every=1"))
@@ -163,7 +169,74 @@ def test_a_warm_start_the_builder_cannot_script_is_refused_before_the_model_load
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert "cannot script episodes" in err and "\n" not in err
-    assert not (tmp_path / "config.json").exists()  # refused before anything was written
+    assert not (tmp_path / "config.json").exists() and not (tmp_path / "train.log").exists()
+
+
+@chz.chz
+class SyncScriptsConfig(ToyConfig):
+    """The toy loop over a builder whose ``scripted_episodes`` is a plain (not async) method."""
+
+    def dataset_builder(self):  # type: ignore[override]
+        inner = super().dataset_builder()
+
+        class Sync:
+            async def __call__(self):
+                return await inner()
+
+            def scripted_episodes(self, n: int, seed: int) -> list[object]:
+                return []
+
+        return Sync()
+
+
+@chz.chz
+class BadArgsScriptsConfig(ToyConfig):
+    """The toy loop over a builder whose ``scripted_episodes`` takes no ``(n, seed)``."""
+
+    def dataset_builder(self):  # type: ignore[override]
+        inner = super().dataset_builder()
+
+        class NoArgs:
+            async def __call__(self):
+                return await inner()
+
+            async def scripted_episodes(self) -> list[object]:
+                return []
+
+        return NoArgs()
+
+
+@pytest.mark.parametrize(
+    ("config_cls", "message"),
+    [(SyncScriptsConfig, "it is not async"), (BadArgsScriptsConfig, "must take (n, seed)")],
+)
+def test_a_scripted_episodes_off_the_protocol_is_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config_cls: type[ToyConfig], message: str
+) -> None:
+    run = tmp_path / "run"
+    rc = run_cli(config_cls, [f"log_path={run}", "warm_start.episodes=4", "progress=false"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "scripted_episodes" in err and "\n" not in err
+    assert not run.exists()  # no config.json, no train.log: refused before anything was written
+
+
+def test_what_scripted_episodes_returns_is_checked_with_one_line() -> None:
+    from training._warm_start import check_episodes
+
+    class Builder:
+        pass
+
+    for returned, expected in (
+        (None, "must return a list of 2"),
+        ([1, 2, 3], "got 3 items"),
+        ([("env", "policy"), ("env", "policy")], "item 0 must be an (env, policy) pair"),
+    ):
+        with pytest.raises(
+            training.ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")
+        ) as info:
+            check_episodes(Builder(), returned, 2)
+        assert "\n" not in str(info.value)
 
 
 def test_compaction_for_envs_that_cannot_compact_is_refused_before_sampling(tmp_path: Path) -> None:

@@ -20,9 +20,6 @@ from tinker_cookbook.rl.types import ActionExtra, StopReason
 
 from envs.twenty_questions import (
     ALL_WORDS,
-    ANSWERER_PROMPT,
-    FORMAT_REMINDER,
-    QUESTIONS,
     TEST_WORDS,
     TRAIN_WORDS,
     Answer,
@@ -32,25 +29,24 @@ from envs.twenty_questions import (
     KBOptimalPlayer,
     LLMAnswerer,
     Metric,
-    TurnKind,
     TwentyQuestionsConfig,
     TwentyQuestionsDataset,
     TwentyQuestionsDatasetBuilder,
     TwentyQuestionsEnv,
     TwentyQuestionsGame,
     TwentyQuestionsGroupBuilder,
-    classify_turn,
-    default_kb,
-    is_correct_guess,
-    parse_guess,
     parse_yes_no,
     pick_candidates,
     play_with_player,
     player_prompt,
     scripted_game,
-    text_to_action,
     understand,
 )
+from envs.twenty_questions._kb import QUESTIONS, default_kb
+from envs.twenty_questions._text import TurnKind, classify_turn, parse_guess
+from envs.twenty_questions.answerers import ANSWERER_PROMPT
+from envs.twenty_questions.env import FORMAT_REMINDER, is_correct_guess
+from envs.twenty_questions.scripted import text_to_action
 
 SECRET = "dog"
 WRONG = "cat"
@@ -504,7 +500,7 @@ def test_splits_are_fixed_disjoint_and_cover_all_words():
 
 
 def make_dataset(**kwargs) -> TwentyQuestionsDataset:
-    defaults = dict(batch_size=3, group_size=2, answerer=KBAnswerer(), config=classic(candidates=4), seed=7)
+    defaults = dict(batch_size=3, group_size=2, answerer=KBAnswerer(), env=classic(candidates=4), seed=7)
     return TwentyQuestionsDataset(TRAIN_WORDS, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
 
@@ -513,7 +509,7 @@ def test_get_batch_is_deterministic_in_the_index():
     for i in (0, 1, 64, 65, 199):  # 64/65 cross an epoch boundary (194 words / 3)
         ba, bb = a.get_batch(i), b.get_batch(i)
         assert [(g.word, g.candidates) for g in ba] == [(g.word, g.candidates) for g in bb]
-        assert all(len(g.candidates) == 4 and g.word in g.candidates and g.num_envs == 2 for g in ba)
+        assert all(len(g.candidates) == 4 and g.word in g.candidates and g.group_size == 2 for g in ba)
     # resuming at batch i without visiting earlier batches gives the same batch
     fresh = make_dataset(num_batches=200)
     assert [g.word for g in fresh.get_batch(150)] == [g.word for g in a.get_batch(150)]
@@ -549,7 +545,7 @@ def test_dataset_builder_is_chz_and_builds_train_and_test():
     assert train_words <= set(TRAIN_WORDS)
     assert {g.word for g in test_groups} == set(TEST_WORDS)
     assert all(set(g.candidates) <= set(TEST_WORDS) for g in test_groups)  # held out, distractors too
-    assert all(g.num_envs == builder.test_group_size for g in test_groups)
+    assert all(g.group_size == builder.test_group_size for g in test_groups)
     replaced = chz.replace(builder, num_batches=3)
     assert len(asyncio.run(replaced())[0]) == 3
 
@@ -569,7 +565,7 @@ class AskThenGuessPolicy(TokenCompleter):
 
 def test_runs_in_the_cookbooks_own_rollout(renderer):
     builder = TwentyQuestionsGroupBuilder(
-        word=SECRET, num_envs=2, answerer=KBAnswerer(), config=classic(max_questions=3)
+        word=SECRET, group_size=2, answerer=KBAnswerer(), env=classic(max_questions=3)
     )
     group = asyncio.run(
         do_group_rollout(builder, AskThenGuessPolicy(renderer, "Is it a mammal?", "Guess: dog"))

@@ -4,7 +4,10 @@ Abstractions:
 
 - :class:`Config`: the chz config (the command-line keys). An env subclasses it, overrides
   loop defaults, adds its game config as one nested field (``env.candidates=8``) and its data
-  keys, implements :meth:`Config.dataset_builder` and, with data files, :meth:`Config.check_data`.
+  keys as another (``data.batch_size=8``: the dataset builder's fields under their own names),
+  implements :meth:`Config.dataset_builder` and, with data files, :meth:`Config.check_data`.
+  The protocol in full (scripted warm-start episodes, the held-out win, the stages a run
+  reports): ``docs/training-protocol.md``.
 - :func:`run_cli`: ``python -m envs.<env>.train key=value ...``; a bad key or value, or bad data,
   exits 2 with one line before the model loads (the loop is imported only after that), and so
   does an env whose tokenizer is not the policy's (before any sampling).
@@ -33,16 +36,17 @@ A minimal env ``train.py``::
     @chz.chz
     class Config(training.Config):
         log_path: str = "runs/my_env"
-        group_size: int = 8
-        env: MyGameConfig = chz.field(default_factory=MyGameConfig)  # a light chz class
+        env: MyGameConfig = chz.field(default_factory=MyGameConfig)  # light chz classes
+        data: MyData = chz.field(default_factory=MyData)  # batch_size, group_size...
 
         def dataset_builder(self):
             from envs.my_env import MyDatasetBuilder  # heavy import: after parsing
             return MyDatasetBuilder(
-                group_size=self.group_size,
+                **chz.asdict(self.data),  # the builder's fields, under the same names
                 env=self.env,
                 model_name_for_tokenizer=self.model_name,
                 renderer_name=self.renderer_name,
+                seed=self.seed,
             )
 
     if __name__ == "__main__":

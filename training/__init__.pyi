@@ -7,19 +7,10 @@ from ._cli import (
     run_cli as run_cli,
 )
 from ._config import (
-    BackendName as BackendName,
-)
-from ._config import (
-    ComputeDtype as ComputeDtype,
-)
-from ._config import (
     Config as Config,
 )
 from ._config import (
     ConfigError as ConfigError,
-)
-from ._config import (
-    LossFnName as LossFnName,
 )
 from ._config import (
     LRSchedule as LRSchedule,
@@ -44,12 +35,6 @@ from ._loop import (
 )
 from ._loop import (
     train_async as train_async,
-)
-from ._metrics import (
-    group_metrics as group_metrics,
-)
-from ._plot import (
-    plot_reward_curve as plot_reward_curve,
 )
 from ._rollouts import (
     SeededTokenCompleter as SeededTokenCompleter,

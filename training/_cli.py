@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import chz
 
@@ -19,11 +19,47 @@ from training._config import Config, ConfigError, check_data, one_line
 C = TypeVar("C")
 
 
+def renamed_keys(config_cls: type) -> dict[str, str]:
+    """Old command-line keys of ``config_cls`` and the key each is now: the config's own
+    ``renamed_keys()`` plus, when it has a ``data`` field, every field of ``data`` that is not a
+    top-level key (``batch_size`` -> ``data.batch_size``: the data keys were top-level keys)."""
+    renamed: dict[str, str] = {}
+    own = getattr(config_cls, "renamed_keys", None)
+    if callable(own):
+        renamed.update(cast("dict[str, str]", own()))
+    if chz.is_chz(config_cls):
+        fields = chz.chz_fields(config_cls)
+        data = fields.get("data")
+        if data is not None and chz.is_chz(data.final_type):
+            for name in chz.chz_fields(data.final_type):
+                if name not in fields:
+                    renamed.setdefault(name, f"data.{name}")
+    return renamed
+
+
+def upgrade_argv(config_cls: type, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` with every renamed key (:func:`renamed_keys`) replaced by its new name, and one
+    note per replaced key (``eval_words=... is now data.test_batch_size=...``)."""
+    renamed = renamed_keys(config_cls)
+    out: list[str] = []
+    notes: list[str] = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key in renamed:
+            out.append(f"{renamed[key]}={value}")
+            notes.append(f"note: key {key!r} is now {renamed[key]!r} (the old name still works)")
+        else:
+            out.append(arg)
+    return out, notes
+
+
 def parse_config(config_cls: type[C], argv: Sequence[str]) -> C:
-    """Build ``config_cls`` (a :class:`Config`, or any chz class) from ``key=value`` arguments;
-    :class:`ConfigError` (one line) on any problem."""
+    """Build ``config_cls`` (a :class:`Config`, or any chz class) from ``key=value`` arguments
+    (a renamed key is read under its new name: :func:`upgrade_argv`); :class:`ConfigError` (one
+    line) on any problem."""
+    args, _ = upgrade_argv(config_cls, argv)
     try:
-        return chz.Blueprint(config_cls).make_from_argv(list(argv))
+        return chz.Blueprint(config_cls).make_from_argv(args)
     except Exception as exc:  # chz raises several unrelated types; all mean "bad command line"
         raise ConfigError(one_line(exc)) from None
 
@@ -48,8 +84,10 @@ def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog
         config = parse_config(config_cls, args)
         check_data(config)
     except ConfigError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)  # one line, even with renamed keys
         return 2
+    for note in upgrade_argv(config_cls, args)[1]:
+        print(f"{prog}: {note}", file=sys.stderr)
     from training._loop import train  # heavy imports happen here, after the config and data are valid
 
     try:

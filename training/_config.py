@@ -2,8 +2,11 @@
 
 An env's ``train.py`` subclasses :class:`Config`: it overrides loop defaults, adds the env's game
 config as ONE nested chz field (``env: TwentyQuestionsConfig``, set from the command line as
-``env.candidates=8``, the cookbook's way) plus its data keys, implements
-:meth:`Config.dataset_builder`, and, when it reads data files, :meth:`Config.check_data`.
+``env.candidates=8``, the cookbook's way) and its data keys as another (``data:
+TwentyQuestionsData``, ``data.batch_size=8``: the fields of its dataset builder under the same
+names, passed to it as they are), implements :meth:`Config.dataset_builder`, and, when it reads
+data files, :meth:`Config.check_data`. Keys of earlier versions keep working
+(``training._cli.renamed_keys``: a top-level data key, or a subclass's ``renamed_keys()``).
 """
 
 from __future__ import annotations
@@ -13,16 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import chz
 
-from backend.model import SMOLLM2  # a constant: backend.model and backend import no torch
+from backend.model import SMOLLM2, BackendName  # constants: backend.model and backend import no torch
 
 if TYPE_CHECKING:
     from tinker_cookbook.rl.types import RLDatasetBuilder
 
 LossFnName = Literal["importance_sampling", "ppo"]
 """Policy-gradient losses the loop knows (both exist on Tinker and on the local backend)."""
-BackendName = Literal["auto", "local", "tinker"]
-"""``local``: the embedded backend; ``tinker``: the cloud; ``auto``: tinker when ``TINKER_API_KEY``
-is set, else local."""
 LRSchedule = Literal["constant", "linear"]
 """``constant``: ``learning_rate`` every step; ``linear``: decays linearly to 0 at ``max_steps``."""
 ComputeDtype = Literal["auto", "float32", "bfloat16"]
@@ -117,7 +117,8 @@ class Config:
     """Configuration of one RL run (fields are the command-line keys).
 
     The dataset (train and held-out splits) comes from :meth:`dataset_builder`, which an env's
-    subclass implements; the batch size and group size are therefore env fields.
+    subclass implements; the batch size and group size are therefore env fields (its ``data``
+    field, named like its dataset builder's).
     """
 
     # --- model and backend ---------------------------------------------------------------
@@ -240,8 +241,10 @@ class Config:
     train_transcripts: int = 2
     """Training episodes written per step (``transcripts/train_stepNNNN.html``; 0: none)."""
     win_metric: str = "win"
-    """Env metric that marks a won episode (summed over turns, > 0); when an env never reports
-    it, an episode with a positive total reward counts as won."""
+    """Env metric that marks a won episode (summed over turns, > 0): the held-out "win" of
+    ``eval/win_rate``. An env's config sets it to the metric its env reports (Twenty Questions
+    ``twenty_questions/win``, math and code ``math/correct``); when an env never reports it, an
+    episode with a positive total reward counts as won (``docs/training-protocol.md``)."""
     keep_last: int = 2
     """Local backend: resumable checkpoints kept on disk (older ones are deleted; 0 keeps all)."""
     progress: bool = True

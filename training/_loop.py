@@ -58,13 +58,25 @@ from training._rollouts import (
     without_mask,
 )
 from training._transcripts import write_transcripts
-from training._warm_start import scripted_warm_start
+from training._warm_start import check_scripted_episodes, scripted_warm_start
 
 logger = logging.getLogger(__name__)
 
 TRANSCRIPTS_DIR = "transcripts"
 LOG_FILE = "train.log"
 WARM_START_FILE = "warm_start.json"
+STAGE_KEY = "stage"
+"""Key of every ``eval.jsonl`` row naming the stage the evaluation closes: :data:`STAGE_UNTRAINED`
+(the policy before any training, step 0), :data:`STAGE_WARM_START` (after the warm start, step
+0) or :data:`STAGE_RL` (after ``step`` RL steps). A learning claim compares them."""
+STAGE_UNTRAINED = "untrained"
+STAGE_WARM_START = "warm_start"
+STAGE_RL = "rl"
+STAGE_TITLES = {
+    STAGE_UNTRAINED: "the policy before any training",
+    STAGE_WARM_START: "after the warm start",
+    STAGE_RL: "after {step} RL steps",
+}
 
 
 class RunFolderError(RuntimeError):
@@ -88,8 +100,11 @@ class TrainSummary:
     warm_start: dict[str, Any] = field(default_factory=dict)
     """The run's warm-start metrics (``warm_start.json``; empty when it had none)."""
     warm_start_eval: dict[str, Any] = field(default_factory=dict)
-    """The held-out evaluation right after the warm start (``eval.jsonl`` step 0; empty when the
-    run had no warm start or no evaluation)."""
+    """The held-out evaluation right after the warm start (``eval.jsonl`` step 0, stage
+    ``warm_start``; empty when the run had no warm start or no evaluation)."""
+    untrained_eval: dict[str, Any] = field(default_factory=dict)
+    """The held-out evaluation of the policy before any training (``eval.jsonl`` step 0, stage
+    ``untrained``; run before the warm start when there is one; empty when evaluation is off)."""
     steps_without_datum: int = 0
     """Steps of the run (all of ``metrics.jsonl``) that trained on no datum."""
     steps_logged: int = 0
@@ -119,9 +134,11 @@ class TrainSummary:
                 f"{int(ws.get('warm_start/steps', 0))} steps, loss/token "
                 f"{ws.get('warm_start/loss_first', 0.0):.3f} -> {ws.get('warm_start/loss_last', 0.0):.3f}"
             )
+        if self.untrained_eval:
+            lines.append(f"held-out before any training: {_eval_line(self.untrained_eval, self.figures)}")
         if self.warm_start_eval:
             lines.append(f"held-out after the warm start: {_eval_line(self.warm_start_eval, self.figures)}")
-        if self.final_eval and self.final_eval is not self.warm_start_eval:
+        if self.final_eval and int(self.final_eval.get("step", 0)) > 0:
             lines.append(
                 f"held-out after {self.final_eval.get('step')} RL steps: {_eval_line(self.final_eval, self.figures)}"
             )
@@ -253,8 +270,8 @@ def _tokenizer_name(tokenizer: Any) -> str:
 async def check_env_tokenizer(dataset: RLDataset, index: int, policy_tokenizer: Any) -> str:
     """Refuse an env whose tokenizer is not the policy's, before any sampling.
 
-    Makes the envs of the first group of batch ``index`` (nothing is sampled or stepped) and
-    compares the tokenizer of their renderer with ``policy_tokenizer``. Returns what was checked
+    Makes the envs of the first group of batch ``index`` (nothing is sampled or stepped; the
+    group's ``cleanup`` runs after) and compares the tokenizer of their renderer with ``policy_tokenizer``. Returns what was checked
     (for the log); an env with no ``renderer`` cannot be checked and says so.
 
     Raises:
@@ -270,6 +287,9 @@ async def check_env_tokenizer(dataset: RLDataset, index: int, policy_tokenizer: 
         envs = await builders[0].make_envs()
     except (UnknownRendererError, TokenizerNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
+    finally:
+        with anyio.CancelScope(shield=True):
+            await builders[0].cleanup()  # the envs made here are never played
     renderer = getattr(envs[0], "renderer", None) if envs else None
     tokenizer = getattr(renderer, "tokenizer", None)
     if tokenizer is None:
@@ -323,6 +343,9 @@ async def train_async(
     """
     t0 = time.monotonic()
     check_data(config)  # before anything is written (the command line checked it already: cheap to repeat)
+    dataset_builder = dataset_builder or config.dataset_builder()
+    if warm_start is None and config.warm_start.episodes > 0:
+        check_scripted_episodes(dataset_builder)  # one line, before the model loads and anything is written
     log_path = Path(config.log_path).expanduser().resolve()
     log_path.mkdir(parents=True, exist_ok=True)
     handler = _setup_file_logging(log_path)
@@ -340,7 +363,7 @@ class _Run:
         self,
         config: Config,
         log_path: Path,
-        dataset_builder: RLDatasetBuilder | None,
+        dataset_builder: RLDatasetBuilder,
         warm_start: WarmStart | None,
         t0: float,
     ) -> None:
@@ -362,6 +385,7 @@ class _Run:
             config.infrequent_evaluator_builders, "infrequent_evaluator_builders"
         )
         self.warned_no_datum = False
+        self.warm_start_planned = False
 
     # ------------------------------------------------------------------ set-up
     def _resume_point(self) -> ckpt.CheckpointRecord | None:
@@ -405,10 +429,9 @@ class _Run:
         start = record.batch if record is not None else 0
         if record is None:
             ckpt.seed_everything(config.seed)
-        builder = self.builder or config.dataset_builder()
+        builder = self.builder
         warm_start = self.warm_start
         if warm_start is None and config.warm_start.episodes > 0 and record is None:
-            # refused here, before the model loads, when the builder cannot script episodes
             warm_start = scripted_warm_start(builder, config, self._rollout_config())
         write_json_atomic(log_path / CONFIG_FILE, config.to_json())
 
@@ -428,14 +451,20 @@ class _Run:
             f"{ckpt.CHECKPOINTS_FILE}, {LOG_FILE})",
             flush=True,
         )
-        if record is None and warm_start is not None:
-            warm = await warm_start(self.training_client, config)
-            logger.info("warm start: %s", warm)
-            write_json_atomic(log_path / WARM_START_FILE, warm)
+        warm_starts = record is None and warm_start is not None
+        self.warm_start_planned = warm_starts
         await self._refresh_sampler(start)
 
         with ProgressDisplay(end, start, enabled=config.progress) as display:
             self.display = display
+            if warm_starts and warm_start is not None:
+                if config.eval_every:  # the policy before any training: the baseline of every claim
+                    await self._evaluate(0, test_ds, stage=STAGE_UNTRAINED)
+                display.phase("warm start")
+                warm = await warm_start(self.training_client, config)
+                logger.info("warm start: %s", warm)
+                write_json_atomic(log_path / WARM_START_FILE, warm)
+                await self._refresh_sampler(start)
             async with anyio.create_task_group() as tg:
                 pending: dict[int, _Pending] = {}
                 for step in range(start, end):
@@ -471,8 +500,15 @@ class _Run:
         self.display = None
         rows = self.eval_log.rows()
         warm = read_json(log_path / WARM_START_FILE)
-        after_warm = next((r for r in rows if int(r["step"]) == 0), {}) if warm else {}
+        untrained = next((r for r in rows if r.get(STAGE_KEY, STAGE_UNTRAINED) == STAGE_UNTRAINED), {})
+        untrained = untrained if int(untrained.get("step", -1)) == 0 else {}
+        after_warm = next((r for r in rows if r.get(STAGE_KEY) == STAGE_WARM_START), {}) if warm else {}
+        if warm and not after_warm:  # a run folder written before eval rows had a stage
+            after_warm = next((r for r in rows if int(r["step"]) == 0 and STAGE_KEY not in r), {})
+            untrained = {}
         figures = self._figure_names(rows)
+        if untrained:
+            logger.info("held-out before any training: %s", _eval_line(untrained, figures))
         if after_warm:
             logger.info("held-out after the warm start: %s", _eval_line(after_warm, figures))
         steps = self.metrics_log.rows()
@@ -484,6 +520,7 @@ class _Run:
             seconds=time.monotonic() - self.t0,
             warm_start=warm,
             warm_start_eval=after_warm,
+            untrained_eval=untrained,
             steps_without_datum=sum(1 for r in steps if r.get(METRIC_NO_DATUM)),
             steps_logged=len(steps),
             figures=figures,
@@ -670,8 +707,16 @@ class _Run:
         metrics["time/evaluators"] = time.monotonic() - t
         return metrics
 
-    async def _evaluate(self, step: int, test_ds: RLDataset | None) -> None:
-        if test_ds is None or any(int(r["step"]) == step for r in self.eval_log.rows()):
+    def _stage(self, step: int) -> str:
+        """The stage an evaluation at ``step`` closes (see :data:`STAGE_KEY`)."""
+        if step > 0:
+            return STAGE_RL
+        return STAGE_WARM_START if (self.log_path / WARM_START_FILE).is_file() else STAGE_UNTRAINED
+
+    async def _evaluate(self, step: int, test_ds: RLDataset | None, stage: str | None = None) -> None:
+        stage = stage or self._stage(step)
+        done = {(int(r["step"]), r.get(STAGE_KEY, self._stage(int(r["step"])))) for r in self.eval_log.rows()}
+        if test_ds is None or (step, stage) in done:
             return
         assert self.display is not None
         self.display.phase(f"eval {step}")
@@ -693,13 +738,16 @@ class _Run:
         figures = self.config.eval_figures(metrics)
         metrics.update(figures)
         metrics["time"] = time.monotonic() - t
-        row = self.eval_log.append(step, {f"eval/{k}": v for k, v in metrics.items()})
+        row = self.eval_log.append(step, {STAGE_KEY: stage, **{f"eval/{k}": v for k, v in metrics.items()}})
+        untrained_before_warm_start = stage == STAGE_UNTRAINED and self.warm_start_planned
         write_transcripts(
-            self.log_path / TRANSCRIPTS_DIR / f"eval_step{step:04d}.html",
+            self.log_path
+            / TRANSCRIPTS_DIR
+            / f"eval_step{step:04d}{'_untrained' if untrained_before_warm_start else ''}.html",
             self.tokenizer,
             batch.groups,
             self.config.transcripts_per_eval,
-            title=f"held-out episodes after {step} training steps",
+            title=f"held-out episodes ({STAGE_TITLES[stage].format(step=step)})",
             win_metric=self.config.win_metric,
         )
         self._plot()

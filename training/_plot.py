@@ -27,14 +27,20 @@ def _series(rows: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[f
     return xs, ys
 
 
-def _stage_labels(xs: Sequence[int], ys: Sequence[float], warm_start: bool) -> list[tuple[int, float, str]]:
-    """Labels of the held-out points that close a stage: step 0 (untrained, or after the warm
-    start) and the last one (after that many RL steps)."""
+def _stage_labels(rows: Sequence[dict[str, Any]], key: str, warm_start: bool) -> list[tuple[int, float, str]]:
+    """Labels of the held-out points that close a stage: at step 0 the policy before any training
+    and the one after the warm start (rows name their ``stage``; a row without one is "after warm
+    start" when the run had one, else "untrained"), and the last one (after that many RL steps)."""
     labels: list[tuple[int, float, str]] = []
-    if xs[0] == 0:
-        labels.append((0, ys[0], "after warm start" if warm_start else "untrained"))
-    if xs[-1] > 0:
-        labels.append((xs[-1], ys[-1], f"after {xs[-1]} RL steps"))
+    points = [
+        (int(r["step"]), float(r[key]), r.get("stage")) for r in rows if isinstance(r.get(key), int | float)
+    ]
+    for x, y, stage in points:
+        if x == 0:
+            after_warm = stage == "warm_start" or (stage is None and warm_start)
+            labels.append((0, y, "after warm start" if after_warm else "untrained"))
+    if points and points[-1][0] > 0:
+        labels.append((points[-1][0], points[-1][1], f"after {points[-1][0]} RL steps"))
     return labels
 
 
@@ -48,8 +54,8 @@ def plot_reward_curve(
 ) -> Path:
     """Draw the reward and win-rate curves of a run into ``path`` (PNG); return ``path``.
 
-    ``warm_start``: the run had a warm start, so the held-out point at step 0 is labelled
-    "after warm start" (else "untrained")."""
+    ``warm_start``: the run had a warm start, so a held-out point at step 0 that names no
+    ``stage`` is labelled "after warm start" (else "untrained")."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -81,7 +87,7 @@ def plot_reward_curve(
         ewx, ewy = _series(eval_rows, "eval/win_rate")
         if ewx:
             ax_w.plot(ewx, ewy, marker="s", ls="--", label="held-out win rate")
-            for x, y, text in _stage_labels(ewx, ewy, warm_start):
+            for x, y, text in _stage_labels(eval_rows, "eval/win_rate", warm_start):
                 ax_w.annotate(
                     f"{text}: {y:.2f}",
                     (x, y),

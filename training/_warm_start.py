@@ -25,6 +25,7 @@ run does not redo it).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 import time
@@ -49,12 +50,19 @@ ScriptedEpisode = tuple[Env, TokenCompleter]
 
 @runtime_checkable
 class SupportsScriptedEpisodes(Protocol):
-    """A dataset builder that can script episodes for a supervised warm start.
+    """A dataset builder that can script episodes for a supervised warm start
+    (``warm_start.episodes > 0``; the protocol in full: ``docs/training-protocol.md``).
 
-    ``scripted_episodes(n, seed)`` returns ``n`` fresh envs, each with the scripted policy that
-    plays it, drawn with ``seed`` apart from the RL batches (e.g. other problems or other draws
-    of the training split; never the held-out split). The warm start trains on every token the
-    scripted policies produce, so script the behaviour you want the policy to start from.
+    ``async def scripted_episodes(self, n, seed)`` returns ``n`` :data:`ScriptedEpisode` s: fresh
+    envs (cookbook ``Env`` s), each with the scripted token-level policy that plays it, drawn with
+    ``seed`` (``warm_start.seed``) apart from the RL batches (other problems or other draws of the
+    training split; never the held-out split). The usual policy is
+    ``envs.PlayerPolicy(env, player)``: ``player`` is a message-level scripted player that reads
+    ``env.messages`` (the conversation so far) and answers with an assistant message, rendered
+    into tokens with the env's renderer. The method must be ``async`` and take ``(n, seed)``: the
+    loop checks both before anything is written or the model loads, and checks what it returns
+    (one line each). The warm start trains on every token the scripted policies produce, so
+    script the behaviour you want the policy to start from.
     """
 
     async def scripted_episodes(self, n: int, seed: int) -> Sequence[ScriptedEpisode]:
@@ -63,12 +71,49 @@ class SupportsScriptedEpisodes(Protocol):
 
 
 def check_scripted_episodes(builder: object) -> None:
-    """Raise :class:`training.ConfigError` (one line) when ``builder`` cannot script episodes."""
-    if not isinstance(builder, SupportsScriptedEpisodes):
+    """Raise :class:`training.ConfigError` (one line) when ``builder`` cannot script episodes:
+    no ``scripted_episodes`` method, one that is not ``async def``, or one that does not take
+    ``(n, seed)``. Cheap (no call is made): the loop runs it before anything is written and
+    before the model loads."""
+    name = type(builder).__name__
+    see = "see training.SupportsScriptedEpisodes and docs/training-protocol.md"
+    method = getattr(builder, "scripted_episodes", None)
+    if not callable(method):
         raise ConfigError(
-            f"warm_start.episodes > 0 but the dataset builder {type(builder).__name__} cannot script episodes "
-            "(no scripted_episodes method; see training.SupportsScriptedEpisodes)"
+            f"warm_start.episodes > 0 but the dataset builder {name} cannot script episodes "
+            f"(no scripted_episodes method; {see})"
         )
+    if not inspect.iscoroutinefunction(method):
+        raise ConfigError(
+            f"{name}.scripted_episodes must be `async def scripted_episodes(self, n, seed)` "
+            f"returning a list of (env, scripted policy) pairs; it is not async ({see})"
+        )
+    try:
+        inspect.signature(method).bind(1, 0)
+    except TypeError:
+        raise ConfigError(
+            f"{name}.scripted_episodes must take (n, seed): got {inspect.signature(method)} ({see})"
+        ) from None
+
+
+def check_episodes(builder: object, episodes: object, n: int) -> list[ScriptedEpisode]:
+    """What ``scripted_episodes(n, seed)`` returned, checked: ``n`` pairs of a cookbook ``Env`` and
+    a ``TokenCompleter`` (duck-typed: what the rollout engine calls); :class:`training.ConfigError`
+    (one line) otherwise."""
+    name = f"{type(builder).__name__}.scripted_episodes"
+    if not isinstance(episodes, Sequence) or len(episodes) != n:
+        got = f"{len(episodes)} items" if isinstance(episodes, Sequence) else type(episodes).__name__
+        raise ConfigError(f"{name}({n}, seed) must return a list of {n} (env, policy) pairs, got {got}")
+    for i, item in enumerate(episodes):
+        ok = isinstance(item, tuple) and len(item) == 2
+        is_env = ok and all(callable(getattr(item[0], m, None)) for m in ("initial_observation", "step"))
+        if not ok or not is_env or not callable(item[1]):
+            raise ConfigError(
+                f"{name} item {i} must be an (env, policy) pair: a tinker_cookbook Env and a TokenCompleter, "
+                f"got {type(item).__name__}"
+                + (f" ({type(item[0]).__name__}, {type(item[1]).__name__})" if ok else "")
+            )
+    return list(episodes)
 
 
 def sft_datum(tokens: Sequence[int], weights: Sequence[float]) -> tinker.Datum:
@@ -202,7 +247,11 @@ def scripted_warm_start(builder: object, config: Config, rollout_config: EngineC
 
     async def warm_start(training_client: Any, cfg: Config) -> dict[str, float]:
         t0 = time.monotonic()
-        episodes = await builder.scripted_episodes(keys.episodes, keys.seed)  # type: ignore[attr-defined]
+        episodes = check_episodes(
+            builder,
+            await builder.scripted_episodes(keys.episodes, keys.seed),  # type: ignore[attr-defined]
+            keys.episodes,
+        )
         per_episode, played = await _episode_datums(episodes, rollout_config)
         print(
             f"[warm start] {len(episodes)} scripted episodes -> {int(played['warm_start/datums'])} sequences "
@@ -230,6 +279,8 @@ def _mean_nll(batch: list[tinker.Datum], fb: tinker.ForwardBackwardOutput) -> fl
 
     outputs = getattr(fb, "loss_fn_outputs", None) or []
     if len(outputs) == len(batch) and all("logprobs" in o for o in outputs):
-        return compute_mean_nll([o["logprobs"] for o in outputs], [d.loss_fn_inputs["weights"] for d in batch])
+        return compute_mean_nll(
+            [o["logprobs"] for o in outputs], [d.loss_fn_inputs["weights"] for d in batch]
+        )
     n = sum(float(d.loss_fn_inputs["weights"].to_torch().sum()) for d in batch)
     return float((fb.metrics or {}).get("loss:sum", 0.0)) / max(n, 1.0)

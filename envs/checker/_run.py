@@ -820,7 +820,7 @@ def check_conformance(
 
     Args:
         source: an ``EnvGroupBuilder``, an ``RLDataset`` or an env factory (see
-            :func:`envs.gym.resolve_builder`; a factory gets the episode seed).
+            :func:`envs.gym._adapter.resolve_builder`; a factory gets the episode seed).
         config: knobs (:class:`CheckConfig`).
         target: the name shown in the report (default: a repr of ``source``).
     """

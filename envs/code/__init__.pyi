@@ -6,20 +6,11 @@ from .builders import (
 from .builders import (
     CodeGroupBuilder as CodeGroupBuilder,
 )
-from .builders import (
-    CodeRLDataset as CodeRLDataset,
-)
 from .config import (
     CodeEnvConfig as CodeEnvConfig,
 )
 from .config import (
     ToolFormat as ToolFormat,
-)
-from .env import (
-    METRIC_FAILED_CALLS as METRIC_FAILED_CALLS,
-)
-from .env import (
-    METRIC_TOOL_CALLS as METRIC_TOOL_CALLS,
 )
 from .env import (
     PROGRAMS as PROGRAMS,
@@ -33,20 +24,11 @@ from .env import (
 from .env import (
     code_action_messages as code_action_messages,
 )
-from .env import (
-    format_run as format_run,
-)
 from .escapes import (
     ESCAPE_ATTEMPTS as ESCAPE_ATTEMPTS,
 )
 from .escapes import (
-    EscapeAttempt as EscapeAttempt,
-)
-from .escapes import (
     EscapeOutcome as EscapeOutcome,
-)
-from .escapes import (
-    leftover_processes as leftover_processes,
 )
 from .escapes import (
     run_escape_attempts as run_escape_attempts,
@@ -70,11 +52,5 @@ from .sandbox import (
     SandboxLimits as SandboxLimits,
 )
 from .sandbox import (
-    SandboxStats as SandboxStats,
-)
-from .sandbox import (
     SandboxUnavailable as SandboxUnavailable,
-)
-from .sandbox import (
-    sandbox_for as sandbox_for,
 )

@@ -42,12 +42,12 @@ class CodeGroupBuilder(MathGroupBuilder):
 
 
 class CodeRLDataset(MathRLDataset):
-    """Batches of :class:`CodeGroupBuilder` over math problems (see :class:`envs.math.MathRLDataset`).
+    """Batches of :class:`CodeGroupBuilder` over math problems (see :class:`envs.math.builders.MathRLDataset`).
 
     Args:
         problems: the problems.
         code_config: the game.
-        **kwargs: :class:`envs.math.MathRLDataset` arguments (``batch_size``, ``group_size``,
+        **kwargs: :class:`envs.math.builders.MathRLDataset` arguments (``batch_size``, ``group_size``,
             ``model_name_for_tokenizer``, ``renderer_name``...).
     """
 

@@ -12,9 +12,9 @@ from enum import StrEnum
 import chz
 
 from envs.code.sandbox import SandboxConfig
-from envs.math.config import CalculatorMode, MathEnvConfig
+from envs.math.config import CalculatorMode, MathEnvConfig, ProblemsData
 
-__all__ = ["CodeEnvConfig", "ToolFormat"]
+__all__ = ["CodeData", "CodeEnvConfig", "ToolFormat"]
 
 
 class ToolFormat(StrEnum):
@@ -93,3 +93,13 @@ class CodeEnvConfig:
     def max_turns(self) -> int:
         """Assistant turns an episode can take (attempts + tool calls + one spare)."""
         return self.max_attempts + self.max_tool_calls + 1
+
+
+@chz.chz
+class CodeData(ProblemsData):
+    """The data keys of ``python -m envs.code.train`` (:class:`~envs.math.config.ProblemsData`
+    with the code env's default levels; a subclass, so that setting one key keeps the others'
+    defaults)."""
+
+    levels: str = "1,2,3"
+    """Generator difficulty levels (1-5, comma separated)."""

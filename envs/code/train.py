@@ -10,9 +10,9 @@ Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps
 ``backend=tinker``, ``model_name=...``, ``log_path=...``), every field of the game
 (:class:`~envs.code.config.CodeEnvConfig`) as a nested key: ``env.max_tool_calls=2``,
 ``env.failed_call_cost=0.05``, ``env.tool_format=tag``, ``env.sandbox.limits.timeout_s=2``,
-``env.sandbox.isolation=landlock``...; and the data keys below: ``source=gsm8k
-path=data/gsm8k_{split}.jsonl``, ``levels=1,2``... ``--help`` lists them. Data files are
-validated before the model loads (one line, exit 2, nothing written). Artifacts go to
+``env.sandbox.isolation=landlock``...; and the data keys (the dataset builder's names):
+``data.source=gsm8k data.path=data/gsm8k_{split}.jsonl``, ``data.levels=1,2``... ``--help`` lists
+them. Data files are validated before the model loads (one line, exit 2, nothing written). Artifacts go to
 ``log_path``; rerunning with the same ``log_path`` resumes.
 """
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
-from envs.code.config import CodeEnvConfig
+from envs.code.config import CodeData, CodeEnvConfig
 from envs.math.train import ProblemsTrainConfig
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ class CodeTrainConfig(ProblemsTrainConfig):
 
     log_path: str = "runs/code/default"
     max_tokens: int = 96
-    levels: str = "1,2,3"
-    """Generator difficulty levels (1-5, comma separated)."""
+    data: CodeData = chz.field(default_factory=CodeData)
+    """Where the problems come from and how many per step (``data.levels=1,2``...)."""
 
     env: CodeEnvConfig = chz.field(default_factory=CodeEnvConfig)
     """The game (``env.max_tool_calls=2``, ``env.sandbox.limits.timeout_s=2``...)."""

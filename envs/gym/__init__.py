@@ -7,36 +7,10 @@
   ``gymnasium.make("turngym/Math-v0")`` then works. The env packages load only on ``make``.
 """
 
-from envs.gym._adapter import (
-    TRUNCATION_REASONS,
-    EnvSource,
-    EpisodeEnd,
-    TokenEnv,
-    TokenObs,
-    is_truncation,
-    resolve_builder,
-    stop_reason_of,
-)
-from envs.gym._registry import ENTRIES, ENV_IDS, EnvEntry, LazyDatasetFactory, env_source, register_envs
-from envs.gym._text import TextEnv, UnicodeText
+import lazy_loader
 
-register_envs()
+from envs.gym._registry import register_envs as _register_envs
 
-__all__ = [
-    "ENTRIES",
-    "ENV_IDS",
-    "TRUNCATION_REASONS",
-    "EnvEntry",
-    "EnvSource",
-    "EpisodeEnd",
-    "LazyDatasetFactory",
-    "TextEnv",
-    "TokenEnv",
-    "TokenObs",
-    "UnicodeText",
-    "env_source",
-    "is_truncation",
-    "register_envs",
-    "resolve_builder",
-    "stop_reason_of",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)  # names: __init__.pyi
+
+_register_envs()  # the turngym/... ids: cheap, no env package is imported

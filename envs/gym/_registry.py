@@ -77,7 +77,7 @@ ENTRIES: tuple[EnvEntry, ...] = (
         "turngym/Judge-v0",
         "envs.gym._registry:judge_source",
         "envs.judge",
-        "rubric-judged chat tasks; a scripted judge by default (offline)",
+        "rubric-judged chat tasks; the embedded SmolLM2 judges by default (offline)",
         nondeterministic=True,  # step metrics carry judge/latency_s and judge/cache_hit
     ),
     EnvEntry(
@@ -147,7 +147,7 @@ class LazyDatasetFactory:
     """An env factory over a dataset built on first use (awaiting an ``RLDatasetBuilder``).
 
     Called with an episode seed, returns the group builder the seed picks (see
-    :func:`envs.gym.resolve_builder`). Picklable when the dataset builder is.
+    :func:`envs.gym._adapter.resolve_builder`). Picklable when the dataset builder is.
     """
 
     def __init__(self, dataset_builder: Any, split: str = "train"):
@@ -224,24 +224,23 @@ def math_python_source(split: str = "train", group_size: int = 1, **fields: Any)
 
 
 def judge_source(
-    completer: str = "scripted:score:7", split: str = "train", group_size: int = 1, **fields: Any
+    completer: str | None = None, split: str = "train", group_size: int = 1, **fields: Any
 ) -> EnvSource:
-    """Rubric-judged tasks; the judge is ``completer`` (default a scripted, offline one, from
-    the test doubles of ``envs.judge.testing``); ``fields`` are ``envs.judge.JudgeDatasetBuilder``
-    or ``envs.judge.JudgeEnvConfig`` fields."""
+    """Rubric-judged tasks; the judge is ``completer`` (a completer spec, ``envs.judge``; default:
+    ``envs.judge.SMALL_LOCAL_JUDGE``, the embedded SmolLM2, offline). Checks and tests that want
+    an instant judge import ``envs.judge.testing`` (the scripted test judges) and pass e.g.
+    ``completer="scripted:score:7"``; nothing here imports a test double. ``fields`` are
+    ``envs.judge.JudgeDatasetBuilder`` or ``envs.judge.JudgeEnvConfig`` fields."""
     import chz
 
-    from envs.judge import JudgeConfig, JudgeDatasetBuilder, JudgeEnvConfig
-
-    if completer.startswith("scripted:"):
-        import envs.judge.testing  # noqa: F401  (registers the scripted: judge specs)
+    from envs.judge import SMALL_LOCAL_JUDGE, JudgeConfig, JudgeDatasetBuilder, JudgeEnvConfig
 
     if split == "test":
         fields.setdefault("n_test", 2)
     game = {k: fields.pop(k) for k in list(fields) if k in chz.asdict(JudgeEnvConfig())}  # env.* fields
     builder = JudgeDatasetBuilder(
         env=fields.pop("env", None) or JudgeEnvConfig(**game),
-        judge=JudgeConfig(completer=completer),
+        judge=SMALL_LOCAL_JUDGE() if completer is None else JudgeConfig(completer=completer),
         batch_size=1,
         group_size=group_size,
         test_group_size=group_size,

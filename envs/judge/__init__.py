@@ -12,12 +12,12 @@
 - Pairwise preference: :class:`PairingScheme`, :func:`tournament_pairs`, :func:`run_tournament`,
   :func:`win_rates`, :func:`parse_preference`.
 - Envs: :class:`RubricEnv`, :class:`PairwiseEnv` (``ChatEnv`` s, single- or multi-turn with a
-  :class:`SimulatedUser`), their picklable group builders and :class:`JudgeDatasetBuilder`.
+  a simulated user), their picklable group builders and :class:`JudgeDatasetBuilder`.
 - Scripted judges for tests (test doubles, not a production kind): :mod:`envs.judge.testing`;
   importing it registers the ``scripted:`` specs.
 
 Modules, each importing only those listed before it: ``config``, ``cache``, ``registry``,
-``judge``, ``text``, ``rubric``, ``tasks``, ``pairwise``, ``env`` (``testing`` and ``train`` on
+``judge``, ``text``, ``rubric``, ``tasks``, ``pairwise``, ``env``, ``builders`` (``testing`` and ``train`` on
 top); no cycles (checked by the import-linter contracts in ``pyproject.toml``). ``config``,
 ``text``, ``rubric`` and ``tasks`` import no tinker at module level, so the train command checks
 its files before anything heavy loads.

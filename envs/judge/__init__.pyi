@@ -1,13 +1,16 @@
 """Public names of ``envs.judge`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
 
+from .builders import (
+    JudgeDatasetBuilder as JudgeDatasetBuilder,
+)
+from .builders import (
+    PairwiseGroupBuilder as PairwiseGroupBuilder,
+)
+from .builders import (
+    RubricGroupBuilder as RubricGroupBuilder,
+)
 from .cache import (
     JudgeCache as JudgeCache,
-)
-from .cache import (
-    cache_key as cache_key,
-)
-from .config import (
-    DATA_DIR as DATA_DIR,
 )
 from .config import (
     SMALL_LOCAL_JUDGE as SMALL_LOCAL_JUDGE,
@@ -28,31 +31,13 @@ from .config import (
     PairingScheme as PairingScheme,
 )
 from .env import (
-    DEFAULT_FAULTS as DEFAULT_FAULTS,
-)
-from .env import (
-    JudgeDataset as JudgeDataset,
-)
-from .env import (
-    JudgeDatasetBuilder as JudgeDatasetBuilder,
-)
-from .env import (
-    JudgedChatEnv as JudgedChatEnv,
-)
-from .env import (
     PairwiseEnv as PairwiseEnv,
-)
-from .env import (
-    PairwiseGroupBuilder as PairwiseGroupBuilder,
 )
 from .env import (
     RubricEnv as RubricEnv,
 )
 from .env import (
     RubricGrade as RubricGrade,
-)
-from .env import (
-    RubricGroupBuilder as RubricGroupBuilder,
 )
 from .env import (
     SimulatedUser as SimulatedUser,
@@ -63,20 +48,11 @@ from .env import (
 from .env import (
     grade as grade,
 )
-from .env import (
-    rubric_criteria_text as rubric_criteria_text,
-)
-from .judge import (
-    METRIC_PREFIX as METRIC_PREFIX,
-)
 from .judge import (
     Judge as Judge,
 )
 from .judge import (
     JudgeResult as JudgeResult,
-)
-from .judge import (
-    JudgeStats as JudgeStats,
 )
 from .judge import (
     JudgeStatus as JudgeStatus,
@@ -87,17 +63,8 @@ from .judge import (
 from .judge import (
     get_judge as get_judge,
 )
-from .judge import (
-    sum_metrics as sum_metrics,
-)
-from .pairwise import (
-    TournamentMatch as TournamentMatch,
-)
 from .pairwise import (
     TournamentResult as TournamentResult,
-)
-from .pairwise import (
-    comparison_prompt as comparison_prompt,
 )
 from .pairwise import (
     parse_preference as parse_preference,
@@ -110,9 +77,6 @@ from .pairwise import (
 )
 from .pairwise import (
     win_rates as win_rates,
-)
-from .registry import (
-    PrefilledSamplingCompleter as PrefilledSamplingCompleter,
 )
 from .registry import (
     make_completer as make_completer,
@@ -140,7 +104,4 @@ from .tasks import (
 )
 from .tasks import (
     load_tasks as load_tasks,
-)
-from .text import (
-    format_transcript as format_transcript,
 )

@@ -230,3 +230,29 @@ class JudgeEnvConfig:
             max_tokens=self.user_max_tokens,
             reply_prefix="",
         )
+
+
+@chz.chz
+class JudgeData:
+    """The data keys of ``python -m envs.judge.train`` (``data.batch_size=4``...): the fields of
+    :class:`~envs.judge.JudgeDatasetBuilder` under the same names, with the train command's
+    defaults (the command passes them to the builder as they are)."""
+
+    batch_size: int = 2
+    """Prompts (groups) per step."""
+    group_size: int = 4
+    """Answers per prompt (the GRPO group)."""
+    n_test: int = 4
+    """Prompts held out for evaluation."""
+    test_group_size: int = 2
+    """Answers per held-out prompt."""
+    epochs: int = 1
+    """Passes over the training prompts."""
+
+    @chz.validate
+    def _check(self) -> None:
+        if self.batch_size < 1 or self.group_size < 1 or self.epochs < 1:
+            raise ValueError(
+                "data.batch_size, data.group_size and data.epochs must be >= 1, "
+                f"got {self.batch_size}, {self.group_size}, {self.epochs}"
+            )

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import chz
 
 import training
-from envs.judge.config import SMALL_LOCAL_JUDGE, JudgeConfig, JudgeEnvConfig, JudgeEnvKind
+from envs.judge.config import SMALL_LOCAL_JUDGE, JudgeConfig, JudgeData, JudgeEnvConfig, JudgeEnvKind
 
 if TYPE_CHECKING:
     from envs.judge import JudgeDatasetBuilder
@@ -57,26 +57,14 @@ class JudgeTrainConfig(training.Config):
     judge: JudgeConfig = chz.field(default_factory=SMALL_LOCAL_JUDGE, blueprint_unspecified=SMALL_LOCAL_JUDGE)
     """Who grades (``judge.completer=...``, ``judge.timeout_s=60``...)."""
 
-    # --- data -----------------------------------------------------------------------------
-    batch_size: int = 2
-    """Prompts (groups) per step."""
-    group_size: int = 4
-    """Answers per prompt (the GRPO group)."""
-    n_test: int = 4
-    """Prompts held out for evaluation."""
-    test_group_size: int = 2
-    """Answers per held-out prompt."""
-    epochs: int = 1
-    """Passes over the training prompts."""
+    # --- data: the dataset builder's keys (nested keys data.<field>) -----------------------
+    data: JudgeData = chz.field(default_factory=JudgeData)
+    """Prompts per step, answers per prompt, held-out prompts (``data.batch_size=4``...)."""
 
     @chz.validate
     def _check_groups(self) -> None:
-        if self.batch_size < 1 or self.group_size < 1 or self.epochs < 1:
-            raise ValueError(
-                f"batch_size, group_size and epochs must be >= 1, got {self.batch_size}, {self.group_size}, {self.epochs}"
-            )
-        if self.env.kind == JudgeEnvKind.PAIRWISE and self.group_size < 2:
-            raise ValueError(f"pairwise needs group_size >= 2, got {self.group_size}")
+        if self.env.kind == JudgeEnvKind.PAIRWISE and self.data.group_size < 2:
+            raise ValueError(f"pairwise needs data.group_size >= 2, got {self.data.group_size}")
 
     def check_data(self) -> None:
         """The task and rubric files parse and every task's rubric exists (before the model loads)."""
@@ -91,11 +79,7 @@ class JudgeTrainConfig(training.Config):
         return JudgeDatasetBuilder(
             env=self.env,
             judge=self.judge,
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            test_group_size=self.test_group_size,
-            n_test=self.n_test,
-            epochs=self.epochs,
+            **chz.asdict(self.data),
             model_name_for_tokenizer=self.model_name,
             renderer_name=self.renderer_name,
             seed=self.seed,

@@ -7,9 +7,6 @@ from .builders import (
     MathGroupBuilder as MathGroupBuilder,
 )
 from .builders import (
-    MathRLDataset as MathRLDataset,
-)
-from .builders import (
     ProblemsDatasetBuilder as ProblemsDatasetBuilder,
 )
 from .calculator import (
@@ -20,12 +17,6 @@ from .calculator import (
 )
 from .calculator import (
     evaluate as evaluate,
-)
-from .config import (
-    THINKING_INSTRUCTION as THINKING_INSTRUCTION,
-)
-from .config import (
-    THINKING_RENDERER as THINKING_RENDERER,
 )
 from .config import (
     CalculatorMode as CalculatorMode,
@@ -52,9 +43,6 @@ from .data import (
     generate_problems as generate_problems,
 )
 from .data import (
-    gsm8k_reference_answer as gsm8k_reference_answer,
-)
-from .data import (
     load_gsm8k as load_gsm8k,
 )
 from .data import (
@@ -67,28 +55,10 @@ from .data import (
     load_split as load_split,
 )
 from .env import (
-    CALCULATOR_TOOL as CALCULATOR_TOOL,
-)
-from .env import (
-    METRIC_ATTEMPTS as METRIC_ATTEMPTS,
-)
-from .env import (
     METRIC_CORRECT as METRIC_CORRECT,
 )
 from .env import (
-    METRIC_FORMAT as METRIC_FORMAT,
-)
-from .env import (
-    METRIC_THINKING as METRIC_THINKING,
-)
-from .env import (
     MathEnv as MathEnv,
-)
-from .env import (
-    has_complete_thinking as has_complete_thinking,
-)
-from .env import (
-    supports_tools as supports_tools,
 )
 from .grading import (
     Grader as Grader,
@@ -100,23 +70,14 @@ from .grading import (
     GradeResult as GradeResult,
 )
 from .grading import (
-    GraderStats as GraderStats,
-)
-from .grading import (
     GradeStatus as GradeStatus,
 )
 from .grading import (
     default_grader as default_grader,
 )
 from .grading import (
-    last_boxed as last_boxed,
-)
-from .grading import (
     normalize_answer as normalize_answer,
 )
 from .thinking import (
     ThinkingSolver as ThinkingSolver,
-)
-from .thinking import (
-    reasoning_for as reasoning_for,
 )

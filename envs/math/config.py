@@ -14,7 +14,14 @@ import chz
 
 from envs.math.calculator import CalculatorLimits
 
-__all__ = ["THINKING_INSTRUCTION", "THINKING_RENDERER", "CalculatorMode", "EnvPreset", "MathEnvConfig"]
+__all__ = [
+    "THINKING_INSTRUCTION",
+    "THINKING_RENDERER",
+    "CalculatorMode",
+    "EnvPreset",
+    "MathEnvConfig",
+    "ProblemsData",
+]
 
 THINKING_INSTRUCTION = (
     " Think step by step inside <think> </think>, then write your final answer in \\boxed{}."
@@ -141,3 +148,38 @@ class MathEnvConfig:
         """The renderer envs of this game use: ``renderer_name``, else :data:`THINKING_RENDERER`
         when :attr:`thinking` (None: the model's recommended one)."""
         return renderer_name or (THINKING_RENDERER if self.thinking else None)
+
+
+@chz.chz
+class ProblemsData:
+    """The data keys of an env served math problems (``python -m envs.math.train`` and
+    ``envs.code.train``: ``data.source=gsm8k``, ``data.batch_size=8``...): the fields of
+    :class:`~envs.math.builders.ProblemsDatasetBuilder` under the same names, with the train
+    commands' defaults (the command passes them to the builder as they are)."""
+
+    source: str = "generated"
+    """``generated`` (offline), ``gsm8k``, ``math`` or ``jsonl``."""
+    path: str | None = None
+    """Local data file; ``{split}`` becomes ``train`` / ``test`` (None + gsm8k/math: the hub)."""
+    test_path: str | None = None
+    """Local test file, when it does not follow ``path``'s pattern."""
+    levels: str = "1,2"
+    """Generator difficulty levels (1-5, comma separated)."""
+    n_train: int = 2000
+    """Training problems (at most)."""
+    n_test: int = 32
+    """Held-out problems (at most)."""
+    batch_size: int = 4
+    """Problems (groups) per training step."""
+    group_size: int = 4
+    """Samples per problem (the GRPO group)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        from envs.math._keys import check_data_keys
+
+        check_data_keys(self.source, self.levels)
+        if self.batch_size < 1 or self.group_size < 1:
+            raise ValueError(
+                f"data.batch_size and data.group_size must be >= 1, got {self.batch_size}, {self.group_size}"
+            )

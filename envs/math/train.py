@@ -10,7 +10,8 @@ Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps
 (:class:`~envs.math.config.MathEnvConfig`) as a nested key: ``env.max_attempts=3`` (the
 feedback game: answers with "try again" feedback), ``env.calculator=auto`` (a calculator tool),
 ``env.format_coef=0.2``, ``env.fewshot=false``...; and the data keys below:
-``source=gsm8k path=data/gsm8k_{split}.jsonl``, ``levels=1,2,3,4``... ``--help`` lists them.
+``data.source=gsm8k data.path=data/gsm8k_{split}.jsonl``, ``data.levels=1,2,3,4``... (the dataset
+builder's own names; ``--help`` lists them).
 Data files are validated before the model loads (a missing file, a malformed line or a row
 without its answer: one line, exit 2, nothing written). Artifacts go to ``log_path``; rerunning
 with the same ``log_path`` resumes.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import chz
 
 import training
-from envs.math.config import MathEnvConfig
+from envs.math.config import MathEnvConfig, ProblemsData
 
 if TYPE_CHECKING:
     from envs.math.builders import MathDatasetBuilder
@@ -43,50 +44,23 @@ class ProblemsTrainConfig(training.Config):
     eval_batches: int | None = 1
     win_metric: str = WIN_METRIC
 
-    # --- data -----------------------------------------------------------------------------
-    source: str = "generated"
-    """``generated`` (offline), ``gsm8k``, ``math`` or ``jsonl``."""
-    path: str | None = None
-    """Local data file; ``{split}`` becomes ``train`` / ``test`` (None + gsm8k/math: the hub)."""
-    test_path: str | None = None
-    """Local test file, when it does not follow ``path``'s pattern."""
-    levels: str = "1,2"
-    """Generator difficulty levels (1-5, comma separated)."""
-    n_train: int = 2000
-    """Training problems (at most)."""
-    n_test: int = 32
-    """Held-out problems (at most)."""
-    batch_size: int = 4
-    """Problems (groups) per training step."""
-    group_size: int = 4
-    """Samples per problem (the GRPO group)."""
-
-    @chz.validate
-    def _check_data_keys(self) -> None:
-        from envs.math._keys import check_data_keys
-
-        check_data_keys(self.source, self.levels)
+    # --- data: the dataset builder's keys (nested keys data.<field>) -----------------------
+    data: ProblemsData = chz.field(default_factory=ProblemsData)
+    """Where the problems come from and how many per step (``data.source=gsm8k``,
+    ``data.levels=1,2,3``, ``data.batch_size=8``...)."""
 
     def check_data(self) -> None:
         """The data files exist and their rows parse, with an answer (before the model loads)."""
         from envs.math.data import check_source
 
-        check_source(
-            self.source, self.path, test_path=self.test_path, n_train=self.n_train, n_test=self.n_test
-        )
+        d = self.data
+        check_source(d.source, d.path, test_path=d.test_path, n_train=d.n_train, n_test=d.n_test)
 
     def data_keys(self) -> dict[str, Any]:
-        """The data keys as :class:`envs.math.ProblemsDatasetBuilder` fields (with the policy's
-        model and renderer)."""
+        """The fields of :class:`envs.math.ProblemsDatasetBuilder`: the data keys under their own
+        names, and the policy's model, renderer and seed."""
         return dict(
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            source=self.source,
-            path=self.path,
-            test_path=self.test_path,
-            levels=self.levels,
-            n_train=self.n_train,
-            n_test=self.n_test,
+            **chz.asdict(self.data),
             model_name_for_tokenizer=self.model_name,
             renderer_name=self.renderer_name,
             seed=self.seed,

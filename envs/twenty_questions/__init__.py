@@ -9,14 +9,12 @@ for the rules and rewards.
 - Builders: :class:`TwentyQuestionsGroupBuilder`, :class:`TwentyQuestionsDataset`,
   :class:`TwentyQuestionsDatasetBuilder` (chz), :class:`AnswererKind`.
 - Answerers: :class:`Answerer`, :class:`KBAnswerer`, :class:`LLMAnswerer`, :class:`Answer`,
-  :class:`AnswerResult`, :func:`understand`, :func:`parse_yes_no`.
-- Knowledge base and words: :class:`KnowledgeBase`, :class:`Attribute`, :data:`QUESTIONS`,
-  :func:`default_kb`, :data:`ALL_WORDS`, :data:`TRAIN_WORDS`, :data:`TEST_WORDS`,
-  :func:`pick_candidates`.
-- Text: :func:`parse_guess`, :func:`classify_turn`, :class:`TurnKind`.
+  :func:`understand`, :func:`parse_yes_no`.
+- Words: :data:`ALL_WORDS`, :data:`TRAIN_WORDS`, :data:`TEST_WORDS`, :func:`pick_candidates`; the
+  knowledge base's :class:`Attribute` (the KB itself and the turn parser are private).
 - Scripted players: :class:`KBOptimalPlayer`, :class:`HalvingPlayer` (:func:`set_question`),
   :class:`FixedPlayer`, :func:`scripted_game`,
-  :func:`play_game`, :func:`play_with_player`, :func:`text_to_action`, :class:`GameRecord`.
+  :func:`play_game`, :func:`play_with_player`, :class:`GameRecord`.
 """
 
 import lazy_loader

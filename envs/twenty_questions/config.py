@@ -87,3 +87,37 @@ class TwentyQuestionsConfig:
             raise ValueError(
                 f"prompt template must use only {{candidates}} and {{max_questions}}: {e}"
             ) from None
+
+
+@chz.chz
+class TwentyQuestionsData:
+    """The data keys of ``python -m envs.twenty_questions.train`` (``data.batch_size=8``...): the
+    fields of :class:`~envs.twenty_questions.TwentyQuestionsDatasetBuilder` under the same names,
+    with the main job's defaults (the train command passes them to the builder as they are)."""
+
+    batch_size: int = 8
+    """Secret words (groups) per training step."""
+    group_size: int = 8
+    """Games per secret word (the GRPO group)."""
+    test_batch_size: int = 64
+    """Held-out games per evaluation (the first ones of the held-out split, in its seeded order:
+    its 61 words, then words again with other candidate lists)."""
+    test_group_size: int = 1
+    """Games per held-out word and candidate list (greedy evaluation plays identical games
+    identically, so more than 1 only helps at ``eval_temperature > 0``)."""
+    test_seed: int = 0
+    """Seed of the held-out games (word order, candidate lists), apart from ``seed``: runs with
+    any seed are evaluated on the same games."""
+    scripted_split_noise: float = 0.3
+    """Warm start (``warm_start.episodes > 0``): probability that a scripted question splits the
+    words still possible at random instead of in half (0: exact halving, which leaves RL too
+    little room; 1: a noisy player that teaches worse splits, which RL then has to unlearn; the
+    main job's 0.3 sits between; the figures are in ``NOTES.md`` beside this package)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        for name in ("batch_size", "group_size", "test_batch_size", "test_group_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.scripted_split_noise <= 1.0:
+            raise ValueError(f"data.scripted_split_noise must be in [0, 1], got {self.scripted_split_noise}")

@@ -11,7 +11,7 @@ Two stages, each reported on its own (held-out win rate and question-turn fracti
 in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with both):
 
 1. **Warm start** (``warm_start.*``): 10 ``cross_entropy`` steps (batches of 16) on 64 scripted
-   games of the halving player with ``scripted_split_noise=0.3`` (each question names half of the
+   games of the halving player with ``data.scripted_split_noise=0.3`` (each question names half of the
    words still possible, copied from the prompt, except 3 times in 10 a random number of them;
    it wins 57 of the 64 scripted games). Too few steps to learn it: the policy learns the moves (set
    questions, then ``Guess: <word>``) and part of the strategy. Its games, their order and the
@@ -23,7 +23,7 @@ in ``eval.jsonl`` and labelled on ``reward_curve.png``; ``train.log`` ends with 
    groups (``lr_scale_by_signal``), in the compute dtype a quick probe finds faster on the
    machine (``local_compute_dtype=auto``). Held-out evaluation (64 distinct games, the same for
    every run and seed: the 61 held-out words, then 3 of them again with other candidate lists,
-   drawn with ``eval_seed``; greedy: ``eval_temperature=0``) after the warm start (step 0), after
+   drawn with ``data.test_seed``; greedy: ``eval_temperature=0``) after the warm start (step 0), after
    step 8, and at the end.
 
 Why this shape: trained to convergence on exact halving games the warm start alone wins 0.97
@@ -47,7 +47,7 @@ questions cost 0.05 and the policy learns to enumerate; no warm start; 4 words x
 
     python -m envs.twenty_questions.train env.candidates=4 env.question_reward=-0.05 \
         warm_start.episodes=0 learning_rate=1e-3 lr_schedule=constant temperature=1 \
-        max_tokens=16 batch_size=4 max_steps=20 eval_every=10
+        max_tokens=16 data.batch_size=4 max_steps=20 eval_every=10
 
 (:data:`SMOKE_TEST` holds these keys). It shows that the pipeline learns, not a stable finish
 (its measured runs: ``NOTES.md``).
@@ -56,8 +56,9 @@ Every key of :class:`training.Config` works (``learning_rate=3e-4``, ``max_steps
 ``backend=tinker``, ``log_path=...``, ``max_steps_off_policy=1``, ``warm_start.episodes=0``...),
 every field of the game as a nested key (``env.candidates=16``, ``env.max_questions=5``,
 ``env.wrong_guess_reward=-0.2``, ``env.prompt=...``; :class:`~envs.twenty_questions.config.TwentyQuestionsConfig`
-holds the game's one set of defaults, the main job's), and the data keys below (``batch_size``,
-``group_size``, ``eval_words``, ``eval_group_size``, ``scripted_split_noise``). ``--help`` lists
+holds the game's one set of defaults, the main job's), and the data keys (``data.batch_size``,
+``data.group_size``, ``data.test_batch_size``, ``data.test_group_size``, ``data.test_seed``,
+``data.scripted_split_noise``: the dataset builder's own names). ``--help`` lists
 them. Artifacts go to ``log_path`` (printed at start); rerunning with the same ``log_path``
 resumes.
 """
@@ -70,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import chz
 
 import training
-from envs.twenty_questions.config import TwentyQuestionsConfig
+from envs.twenty_questions.config import TwentyQuestionsConfig, TwentyQuestionsData
 
 if TYPE_CHECKING:
     from envs.twenty_questions import TwentyQuestionsDatasetBuilder
@@ -84,7 +85,7 @@ SMOKE_TEST = (
     "lr_schedule=constant",
     "temperature=1",
     "max_tokens=16",
-    "batch_size=4",
+    "data.batch_size=4",
     "max_steps=20",
     "eval_every=10",
 )
@@ -131,26 +132,18 @@ class TwentyQuestionsTrainConfig(training.Config):
     env: TwentyQuestionsConfig = chz.field(default_factory=TwentyQuestionsConfig)
     """The game (``env.candidates=8``, ``env.max_questions=6``...)."""
 
-    # --- data -----------------------------------------------------------------------------
-    batch_size: int = 8
-    """Secret words (groups) per training step."""
-    group_size: int = 8
-    """Games per secret word (the GRPO group)."""
-    eval_words: int = 64
-    """Held-out games per evaluation (the first ones of the held-out split, in its seeded order:
-    its 61 words, then words again with other candidate lists)."""
-    eval_seed: int = 0
-    """Seed of the held-out games (word order, candidate lists), apart from ``seed``: runs with
-    any seed are evaluated on the same games."""
-    eval_group_size: int = 1
-    """Games per held-out word and candidate list (greedy evaluation plays identical games
-    identically, so more than 1 only helps at ``eval_temperature > 0``)."""
+    # --- data: the dataset builder's keys (nested keys data.<field>) -----------------------
+    data: TwentyQuestionsData = chz.field(default_factory=TwentyQuestionsData)
+    """Words, games per word and held-out games (``data.batch_size=4``, ``data.test_batch_size=16``...)."""
 
-    scripted_split_noise: float = 0.3
-    """Warm start (``warm_start.episodes > 0``): probability that a scripted question splits the
-    words still possible at random instead of in half (0: exact halving, which leaves RL too
-    little room; 1: a noisy player that teaches worse splits, which RL then has to unlearn; the
-    main job's 0.3 sits between; the figures are in ``NOTES.md`` beside this module)."""
+    @classmethod
+    def renamed_keys(cls) -> dict[str, str]:
+        """Keys of earlier versions (their names differed from the builder's)."""
+        return {
+            "eval_words": "data.test_batch_size",
+            "eval_seed": "data.test_seed",
+            "eval_group_size": "data.test_group_size",
+        }
 
     def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         """The share of the player's held-out turns that were questions, two ways.
@@ -175,17 +168,12 @@ class TwentyQuestionsTrainConfig(training.Config):
         from envs.twenty_questions import TwentyQuestionsDatasetBuilder
 
         return TwentyQuestionsDatasetBuilder(
-            batch_size=self.batch_size,
-            group_size=self.group_size,
+            **chz.asdict(self.data),
+            env=self.env,
             model_name_for_tokenizer=self.model_name,
             renderer_name=self.renderer_name,
-            env=self.env,
             seed=self.seed,
-            num_batches=max(1, self.max_steps),
-            test_group_size=self.eval_group_size,
-            test_batch_size=self.eval_words,
-            test_seed=self.eval_seed,
-            scripted_split_noise=self.scripted_split_noise,
+            num_batches=max(1, self.max_steps),  # the training words cycle: as many batches as steps
         )
 
 

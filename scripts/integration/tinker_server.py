@@ -65,8 +65,8 @@ BACKEND_CONFIG = {
 # main job's real game (8 candidates, free questions, a 64-game warm start) gave every group of
 # this tiny run the same reward 0, so nothing was trained and the check had nothing to verify.
 TRAIN_KEYS = [
-    "batch_size=2",
-    "group_size=4",
+    "data.batch_size=2",
+    "data.group_size=4",
     "env.candidates=4",
     "env.question_reward=-0.05",
     "env.max_questions=2",
@@ -298,7 +298,7 @@ def check_run(run_dir: Path, output: str) -> tuple[list[int], list[Any]]:
     untrained = [int(r["step"]) for r in metrics if not r.get("datums")]
     if untrained:
         raise CheckFailed(f"steps {untrained} trained on no datum (all groups constant): nothing to verify")
-    evals = [int(r["step"]) for r in rows(run_dir / "eval.jsonl")]
+    evals = [(int(r["step"]), r.get("stage", "")) for r in rows(run_dir / "eval.jsonl")]
     if len(set(evals)) != len(evals):
         raise CheckFailed(f"eval.jsonl steps are {evals}: an evaluation ran twice")
     records = load_records(run_dir)
