@@ -39,6 +39,28 @@ def test_sft_datums_weight_the_assistant_only(renderer) -> None:  # type: ignore
     assert 0 < float(weights.sum()) < len(weights) and float(weights[0]) == 0.0
 
 
+def test_sft_datums_train_every_reply_of_a_multi_turn_chat(renderer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    chat = {
+        "messages": [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "Crimson"},
+            {"role": "user", "content": "Another one."},
+            {"role": "assistant", "content": "Turquoise"},
+        ]
+    }
+    path = tmp_path / "two_turns.jsonl"
+    path.write_text(json.dumps(chat) + "\n")
+    (datum,) = sft_datums(path, renderer)
+    tokens = datum.loss_fn_inputs["target_tokens"].to_torch().tolist()
+    weights = datum.loss_fn_inputs["weights"].to_torch().tolist()
+    trained = renderer.tokenizer.decode([t for t, w in zip(tokens, weights, strict=True) if w > 0])
+    assert "Crimson" in trained and "Turquoise" in trained
+    assert "colour" not in trained and "Another" not in trained
+    (last_only,) = sft_datums(path, renderer, train_on_what="last_assistant_message")
+    kept = [t for t, w in zip(tokens, last_only.loss_fn_inputs["weights"].to_torch().tolist(), strict=True) if w > 0]
+    assert "Crimson" not in renderer.tokenizer.decode(kept)
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, PreferenceConfig]:
     out = tmp_path_factory.mktemp("preference")

@@ -104,6 +104,9 @@ class PreferenceConfig:
     # --- 1. SL ------------------------------------------------------------------------------
     sft_path: str = ""
     """Chat JSONL of the SL step (empty: the shipped ``sft_chats.jsonl``)."""
+    sft_train_on_what: str = "all_assistant_messages"
+    """Messages the SL step trains on (the cookbook's ``TrainOnWhat``: ``all_assistant_messages``,
+    ``last_assistant_message``, ...)."""
     sft_steps: int = 12
     """Supervised warm-start steps."""
     sft_batch_size: int = 8
@@ -182,9 +185,21 @@ class PreferenceConfig:
 # --------------------------------------------------------------------------------------------
 # 1. SL
 # --------------------------------------------------------------------------------------------
-def sft_datums(path: str | Path, renderer: Any) -> list[tinker.Datum]:
-    """Next-token datums (weights on the assistant's tokens) of a chat JSONL file."""
+def sft_datums(
+    path: str | Path, renderer: Any, train_on_what: str = "all_assistant_messages"
+) -> list[tinker.Datum]:
+    """Next-token datums of a chat JSONL file, weighted on the messages ``train_on_what`` names
+    (a cookbook ``TrainOnWhat`` value; default: every assistant reply, so a multi-turn chat trains
+    all of its replies, not only the last one as the renderer's default would)."""
+    from tinker_cookbook.renderers import TrainOnWhat
+
     from training import sft_datum
+
+    try:
+        what = TrainOnWhat(train_on_what)
+    except ValueError:
+        choices = ", ".join(w.value for w in TrainOnWhat)
+        raise ValueError(f"train_on_what must be one of {choices}; got {train_on_what!r}") from None
 
     path = Path(path)
     if not path.is_file():
@@ -197,7 +212,7 @@ def sft_datums(path: str | Path, renderer: Any) -> list[tinker.Datum]:
             messages = json.loads(line)["messages"]
         except (json.JSONDecodeError, KeyError, TypeError):
             raise ValueError(f"{path}:{number}: expected an object with 'messages'") from None
-        model_input, weights = renderer.build_supervised_example(messages)
+        model_input, weights = renderer.build_supervised_example(messages, train_on_what=what)
         datums.append(sft_datum(model_input.to_ints(), [float(w) for w in weights.tolist()]))
     if not datums:
         raise ValueError(f"{path} holds no conversations")
@@ -211,7 +226,7 @@ async def _sl_step(config: PreferenceConfig, service: Any, renderer: Any, out: P
     record = out / "sl.json"
     if record.is_file():
         return json.loads(record.read_text())
-    datums = sft_datums(config.sft_path or SFT_FILE, renderer)
+    datums = sft_datums(config.sft_path or SFT_FILE, renderer, config.sft_train_on_what)
     client = await service.create_lora_training_client_async(
         config.model_name,
         rank=config.lora_rank,
