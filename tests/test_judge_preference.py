@@ -57,7 +57,11 @@ def test_sft_datums_train_every_reply_of_a_multi_turn_chat(renderer, tmp_path: P
     assert "Crimson" in trained and "Turquoise" in trained
     assert "colour" not in trained and "Another" not in trained
     (last_only,) = sft_datums(path, renderer, train_on_what="last_assistant_message")
-    kept = [t for t, w in zip(tokens, last_only.loss_fn_inputs["weights"].to_torch().tolist(), strict=True) if w > 0]
+    kept = [
+        t
+        for t, w in zip(tokens, last_only.loss_fn_inputs["weights"].to_torch().tolist(), strict=True)
+        if w > 0
+    ]
     assert "Crimson" not in renderer.tokenizer.decode(kept)
 
 
