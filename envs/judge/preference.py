@@ -115,6 +115,14 @@ class PreferenceConfig:
     """Warm-start learning rate."""
 
     # --- 2. preferences ---------------------------------------------------------------------
+    dataset: str = ""
+    """Where the pairs come from: empty, the SL policy's answers ranked by the judge (below); or
+    a comparisons JSONL in the cookbook's format (e.g. the shipped ``data/comparisons.jsonl``),
+    or a name of the tinker docs (``hhh``, ``helpsteer3``, ``ultrafeedback``: the cookbook's
+    builders, which need the Hugging Face hub), split by prompt (``n_test_prompts`` held out;
+    :func:`envs.judge.comparisons.split_comparisons`)."""
+    dataset_max_pairs: int | None = None
+    """Cap on the comparisons read from ``dataset``."""
     prompts_path: str = ""
     """Prompt JSONL (judge-task format; empty: the shipped ``preference_prompts.jsonl``)."""
     n_test_prompts: int = 16
@@ -591,10 +599,24 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
             f"[preference] SL: loss/token {sl['warm_start/loss_first']:.3f} -> {sl['warm_start/loss_last']:.3f}",
             flush=True,
         )
-        print("[preference] 2/3 sampling and judging pairs", flush=True)
-        train_file, test_file, stats = asyncio.run(
-            _preference_step(config, service, sl["sampler_path"], out / "pairs")
-        )
+        if config.dataset:
+            from envs.judge.comparisons import split_comparisons
+
+            print(f"[preference] 2/3 pairs from dataset={config.dataset}", flush=True)
+            t_pairs = time.monotonic()
+            train_file, test_file, stats = split_comparisons(
+                config.dataset,
+                out / "pairs",
+                n_test_prompts=config.n_test_prompts,
+                seed=config.seed,
+                max_pairs=config.dataset_max_pairs,
+            )
+            stats["seconds"] = time.monotonic() - t_pairs
+        else:
+            print("[preference] 2/3 sampling and judging pairs", flush=True)
+            train_file, test_file, stats = asyncio.run(
+                _preference_step(config, service, sl["sampler_path"], out / "pairs")
+            )
         print(
             f"[preference] pairs: {stats['train/pairs']:.0f} train, {stats['test/pairs']:.0f} held-out "
             f"({stats['seconds']:.0f}s)",
