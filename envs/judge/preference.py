@@ -227,8 +227,8 @@ def sft_datums(
     return datums
 
 
-async def _sl_step(config: PreferenceConfig, service: Any, renderer: Any, out: Path) -> dict[str, Any]:
-    """Warm start, save; returns ``{"state_path", "sampler_path", **metrics}`` (cached in ``sl.json``)."""
+async def _sl_step(config: Any, service: Any, renderer: Any, out: Path) -> dict[str, Any]:
+    """Warm start (``config``: a :class:`PreferenceConfig` or anything with its ``sft_*`` keys), save; returns ``{"state_path", "sampler_path", **metrics}`` (cached in ``sl.json``)."""
     import training
 
     record = out / "sl.json"
