@@ -176,6 +176,23 @@ class _Pending:
         return self.result
 
 
+def sampled_mean_nll(datums: Sequence[Any]) -> float:
+    """Mean negative log-likelihood, under the sampler, of the sampled (masked-in) tokens of RL
+    datums: ``train_mean_nll`` in ``metrics.jsonl``, the name a cookbook SL run uses for its
+    training loss. For RL it is the policy's surprise at its own samples (falls as it sharpens)."""
+    total = count = 0.0
+    for datum in datums:
+        logprobs = datum.loss_fn_inputs["logprobs"].to_torch()
+        mask = (
+            datum.loss_fn_inputs["mask"].to_torch().float()
+            if "mask" in datum.loss_fn_inputs
+            else (logprobs != 0).float()
+        )
+        total += float(-(logprobs * mask).sum())
+        count += float(mask.sum())
+    return total / count if count else 0.0
+
+
 def _sampler_counts(client: Any) -> tuple[int, int] | None:
     """(prefilled, reused) prompt tokens so far of a local sampler (None on other backends)."""
     stats = getattr(client, "stats", None)
@@ -567,6 +584,11 @@ class _Run:
         metrics.update({f"assembly/{k}": v for k, v in assembly.items()})
         metrics["datums"] = float(len(datums))
         metrics[METRIC_NO_DATUM] = float(not datums)
+        metrics["progress"] = (
+            step + 1
+        ) / end  # the names the cookbook's runs (and the docs' sweep script) use
+        if datums:
+            metrics["train_mean_nll"] = sampled_mean_nll(datums)
         if not datums:
             self._warn_no_datum(step, batch.groups)
         lr = config.lr_at(step)
