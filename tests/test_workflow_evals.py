@@ -4,6 +4,7 @@ and Inspect's ``model_graded_qa`` with a grader served by the local backend."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -95,3 +96,20 @@ def test_question_file_errors_are_one_line(tmp_path: Path) -> None:
     bad.write_text('{"input": "x"}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: expected an object with 'input' and 'target'"):
         load_samples(bad)
+
+
+def test_train_cli_takes_an_evaluator_builder_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from training import run_cli
+    from training.testing import ToyConfig
+
+    def toy_main(args: list[str]) -> int:
+        return run_cli(ToyConfig, args, prog="training.testing")
+
+    base = [f"log_path={tmp_path / 'run'}", "max_steps=1", "eval_every=1", "progress=false"]
+    assert toy_main([*base, "evaluator=envs.evals.builders:nope"]) == 2
+    assert "does not resolve" in capsys.readouterr().err
+    assert toy_main([*base, "evaluator=envs.evals.builders:qa_inspect", "renderer_name=qwen3_instruct"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert "qa/accuracy" in rows[0]  # the cookbook's InspectEvaluator ran inside our loop

@@ -36,7 +36,7 @@ from backend.model import register_tokenizers
 from rollout import AdvantageConfig, EngineConfig, SupportsCompaction, informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config, ConfigError, check_data
-from training._evaluators import build_evaluators, run_evaluators
+from training._evaluators import build_evaluators, named_builders, run_evaluators
 from training._logging import (
     CONFIG_FILE,
     EVAL_FILE,
@@ -376,7 +376,10 @@ class _Run:
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
-        self.evaluators = build_evaluators(config.evaluator_builders, "evaluator_builders")
+        named = named_builders(
+            config.evaluator, model_name=config.model_name, renderer_name=config.renderer_name
+        )
+        self.evaluators = build_evaluators([*config.evaluator_builders, *named], "evaluator_builders")
         self.infrequent_evaluators = build_evaluators(
             config.infrequent_evaluator_builders, "infrequent_evaluator_builders"
         )
