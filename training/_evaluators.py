@@ -8,10 +8,15 @@ merges their metrics under the names they return (as the cookbook's trainers do)
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tinker_cookbook.eval.evaluators import Evaluator, SamplingClientEvaluator, TrainingClientEvaluator
+
+from training._config import ConfigError
 
 
 def build_evaluators(builders: Sequence[Callable[[], Any]], key: str) -> list[Evaluator]:
@@ -30,6 +35,37 @@ def build_evaluators(builders: Sequence[Callable[[], Any]], key: str) -> list[Ev
             )
         out.append(evaluator)
     return out
+
+
+def named_builders(spec: str, *, model_name: str, renderer_name: str | None) -> list[Callable[[], Any]]:
+    """The evaluator builders a comma-separated ``module:attr`` spec names (the command line's
+    ``evaluator=...``, as the cookbook's Python configs pass ``evaluator_builders``). A builder whose
+    signature takes ``model_name`` / ``renderer_name`` gets the run's; :class:`ConfigError` (one line) for
+    a name that does not resolve to a callable."""
+    builders: list[Callable[[], Any]] = []
+    for name in (part.strip() for part in spec.split(",")):
+        if not name:
+            continue
+        module_name, sep, attr = name.partition(":")
+        if not sep or not module_name or not attr:
+            raise ConfigError(
+                f"evaluator {name!r}: expected module:attr, e.g. envs.evals.builders:qa_inspect"
+            )
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"evaluator {name!r} does not resolve: {exc}") from None
+        if not callable(obj):
+            raise ConfigError(f"evaluator {name!r} is a {type(obj).__name__}, not an evaluator builder")
+        try:
+            params = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        given = {
+            k: v for k, v in (("model_name", model_name), ("renderer_name", renderer_name)) if k in params
+        }
+        builders.append(functools.partial(obj, **given) if given else obj)
+    return builders
 
 
 async def run_evaluators(

@@ -36,7 +36,7 @@ from backend.model import register_tokenizers
 from rollout import AdvantageConfig, EngineConfig, SupportsCompaction, informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config, ConfigError, check_data
-from training._evaluators import build_evaluators, run_evaluators
+from training._evaluators import build_evaluators, named_builders, run_evaluators
 from training._logging import (
     CONFIG_FILE,
     EVAL_FILE,
@@ -190,6 +190,23 @@ class _Pending:
             raise self.error
         assert self.result is not None
         return self.result
+
+
+def sampled_mean_nll(datums: Sequence[Any]) -> float:
+    """Mean negative log-likelihood, under the sampler, of the sampled (masked-in) tokens of RL
+    datums: ``train_mean_nll`` in ``metrics.jsonl``, the name a cookbook SL run uses for its
+    training loss. For RL it is the policy's surprise at its own samples (falls as it sharpens)."""
+    total = count = 0.0
+    for datum in datums:
+        logprobs = datum.loss_fn_inputs["logprobs"].to_torch()
+        mask = (
+            datum.loss_fn_inputs["mask"].to_torch().float()
+            if "mask" in datum.loss_fn_inputs
+            else (logprobs != 0).float()
+        )
+        total += float(-(logprobs * mask).sum())
+        count += float(mask.sum())
+    return total / count if count else 0.0
 
 
 def _sampler_counts(client: Any) -> tuple[int, int] | None:
@@ -380,7 +397,10 @@ class _Run:
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
-        self.evaluators = build_evaluators(config.evaluator_builders, "evaluator_builders")
+        named = named_builders(
+            config.evaluator, model_name=config.model_name, renderer_name=config.renderer_name
+        )
+        self.evaluators = build_evaluators([*config.evaluator_builders, *named], "evaluator_builders")
         self.infrequent_evaluators = build_evaluators(
             config.infrequent_evaluator_builders, "infrequent_evaluator_builders"
         )
@@ -597,6 +617,11 @@ class _Run:
         metrics["datums"] = float(len(datums))  # the datum count (assembly's datums/count is the same)
         metrics.update({f"assembly/{k}": v for k, v in assembly.items() if k != "datums/count"})
         metrics[METRIC_NO_DATUM] = float(not datums)
+        metrics["progress"] = (
+            step + 1
+        ) / end  # the names the cookbook's runs (and the docs' sweep script) use
+        if datums:
+            metrics["train_mean_nll"] = sampled_mean_nll(datums)
         if not datums:
             self._warn_no_datum(step, batch.groups)
         lr = config.lr_at(step)

@@ -29,7 +29,8 @@ class JudgeConfig:
     """A picklable description of a guarded completer (a judge, or a simulated user).
 
     ``completer`` is a spec ``"<kind>:<argument>"``: ``"local:HuggingFaceTB/SmolLM2-135M-Instruct"``,
-    ``"tinker:Qwen/Qwen3-8B"``, ``"openai:gpt-4o-mini"`` (with ``base_url``), a name given to
+    ``"tinker:Qwen/Qwen3-8B"``, ``"openai:gpt-4o-mini"`` (with ``base_url``), ``"rules"``,
+    ``"rm:<local:// or tinker:// path>"`` (a learned preference model, :mod:`envs.judge.reward_model`), a name given to
     :func:`~envs.judge.registry.register_completer`, or in tests ``"scripted:score:7"`` (after
     ``import envs.judge.testing``).
     """

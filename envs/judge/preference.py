@@ -103,6 +103,9 @@ class PreferenceConfig:
     # --- 1. SL ------------------------------------------------------------------------------
     sft_path: str = ""
     """Chat JSONL of the SL step (empty: the shipped ``sft_chats.jsonl``)."""
+    sft_train_on_what: str = "all_assistant_messages"
+    """Messages the SL step trains on (the cookbook's ``TrainOnWhat``: ``all_assistant_messages``,
+    ``last_assistant_message``, ...)."""
     sft_steps: int = 12
     """Supervised warm-start steps."""
     sft_batch_size: int = 8
@@ -111,6 +114,14 @@ class PreferenceConfig:
     """Warm-start learning rate."""
 
     # --- 2. preferences ---------------------------------------------------------------------
+    dataset: str = ""
+    """Where the pairs come from: empty, the SL policy's answers ranked by the judge (below); or
+    a comparisons JSONL in the cookbook's format (e.g. the shipped ``data/comparisons.jsonl``),
+    or a name of the tinker docs (``hhh``, ``helpsteer3``, ``ultrafeedback``: the cookbook's
+    builders, which need the Hugging Face hub), split by prompt (``n_test_prompts`` held out;
+    :func:`envs.judge.comparisons.split_comparisons`)."""
+    dataset_max_pairs: int | None = None
+    """Cap on the comparisons read from ``dataset``."""
     prompts_path: str = ""
     """Prompt JSONL (judge-task format; empty: the shipped ``preference_prompts.jsonl``)."""
     n_test_prompts: int = 16
@@ -181,9 +192,21 @@ class PreferenceConfig:
 # --------------------------------------------------------------------------------------------
 # 1. SL
 # --------------------------------------------------------------------------------------------
-def sft_datums(path: str | Path, renderer: Any) -> list[tinker.Datum]:
-    """Next-token datums (weights on the assistant's tokens) of a chat JSONL file."""
+def sft_datums(
+    path: str | Path, renderer: Any, train_on_what: str = "all_assistant_messages"
+) -> list[tinker.Datum]:
+    """Next-token datums of a chat JSONL file, weighted on the messages ``train_on_what`` names
+    (a cookbook ``TrainOnWhat`` value; default: every assistant reply, so a multi-turn chat trains
+    all of its replies, not only the last one as the renderer's default would)."""
+    from tinker_cookbook.renderers import TrainOnWhat
+
     from training import sft_datum
+
+    try:
+        what = TrainOnWhat(train_on_what)
+    except ValueError:
+        choices = ", ".join(w.value for w in TrainOnWhat)
+        raise ValueError(f"train_on_what must be one of {choices}; got {train_on_what!r}") from None
 
     path = Path(path)
     if not path.is_file():
@@ -196,21 +219,21 @@ def sft_datums(path: str | Path, renderer: Any) -> list[tinker.Datum]:
             messages = json.loads(line)["messages"]
         except (json.JSONDecodeError, KeyError, TypeError):
             raise ValueError(f"{path}:{number}: expected an object with 'messages'") from None
-        model_input, weights = renderer.build_supervised_example(messages)
+        model_input, weights = renderer.build_supervised_example(messages, train_on_what=what)
         datums.append(sft_datum(model_input.to_ints(), [float(w) for w in weights.tolist()]))
     if not datums:
         raise ValueError(f"{path} holds no conversations")
     return datums
 
 
-async def _sl_step(config: PreferenceConfig, service: Any, renderer: Any, out: Path) -> dict[str, Any]:
-    """Warm start, save; returns ``{"state_path", "sampler_path", **metrics}`` (cached in ``sl.json``)."""
+async def _sl_step(config: Any, service: Any, renderer: Any, out: Path) -> dict[str, Any]:
+    """Warm start (``config``: a :class:`PreferenceConfig` or anything with its ``sft_*`` keys), save; returns ``{"state_path", "sampler_path", **metrics}`` (cached in ``sl.json``)."""
     import training
 
     record = out / "sl.json"
     if record.is_file():
         return json.loads(record.read_text())
-    datums = sft_datums(config.sft_path or SFT_FILE, renderer)
+    datums = sft_datums(config.sft_path or SFT_FILE, renderer, config.sft_train_on_what)
     client = await service.create_lora_training_client_async(
         config.model_name,
         rank=config.lora_rank,
@@ -551,10 +574,24 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
             f"[preference] SL: loss/token {sl['warm_start/loss_first']:.3f} -> {sl['warm_start/loss_last']:.3f}",
             flush=True,
         )
-        print("[preference] 2/3 sampling and judging pairs", flush=True)
-        train_file, test_file, stats = asyncio.run(
-            _preference_step(config, service, sl["sampler_path"], out / "pairs")
-        )
+        if config.dataset:
+            from envs.judge.comparisons import split_comparisons
+
+            print(f"[preference] 2/3 pairs from dataset={config.dataset}", flush=True)
+            t_pairs = time.monotonic()
+            train_file, test_file, stats = split_comparisons(
+                config.dataset,
+                out / "pairs",
+                n_test_prompts=config.n_test_prompts,
+                seed=config.seed,
+                max_pairs=config.dataset_max_pairs,
+            )
+            stats["seconds"] = time.monotonic() - t_pairs
+        else:
+            print("[preference] 2/3 sampling and judging pairs", flush=True)
+            train_file, test_file, stats = asyncio.run(
+                _preference_step(config, service, sl["sampler_path"], out / "pairs")
+            )
         print(
             f"[preference] pairs: {stats['train/pairs']:.0f} train, {stats['test/pairs']:.0f} held-out "
             f"({stats['seconds']:.0f}s)",

@@ -159,7 +159,14 @@ def _rules_factory(config: JudgeConfig, checks: str) -> MessageCompleter:
     return RuleJudge.from_spec(checks)
 
 
+def _rm_factory(config: JudgeConfig, path: str) -> MessageCompleter:
+    from envs.judge.reward_model import rm_judge  # the cookbook's preference model: not at module level
+
+    return rm_judge(config, path)
+
+
 register_completer("local", _local_factory)
+register_completer("rm", _rm_factory)
 register_completer("tinker", _tinker_factory)
 register_completer("openai", _openai_factory)
 register_completer("rules", _rules_factory)

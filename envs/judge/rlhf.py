@@ -1,0 +1,495 @@
+"""RLHF in the tinker docs' three steps, one command: ``python -m envs.judge.rlhf [key=value ...]``.
+
+On the embedded model, offline (``backend=local``), or on a service (``backend=tinker``):
+
+1. **SL policy**: the supervised warm start of :mod:`envs.judge.preference` on a chat JSONL
+   (default: the shipped ``data/sft_chats.jsonl``), saved as the ``sl`` checkpoint.
+2. **Reward model**: the cookbook's step 2, unchanged: ``supervised.train.main`` on
+   ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, the preference-model
+   format: prompt, ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``,
+   then ``A`` or ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the
+   shipped ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
+   Reported: the held-out pair accuracy of the cookbook's ``PreferenceModelFromChatRenderer`` on
+   the held-out prompts' comparisons, each in both orders (chance 0.5), before and after training.
+3. **RL against the reward model**: our training loop on the pairwise judge env
+   (``env.kind=pairwise``: each answer's reward is its win rate in its group), the judge the
+   learned model loaded from its sampler checkpoint (judge spec ``rm:<path>``,
+   :mod:`envs.judge.reward_model`: ``local://`` here, ``tinker://`` on a service), from the SL
+   checkpoint, on the train prompts.
+
+Then a **held-out judgement**: the SL and the RL policy answer each held-out prompt
+``eval_samples`` times (the same sampling seeds), and the RL answer meets the SL answer of the same
+seed before two judges: the reward model it was trained against, and a held-out judge it never saw,
+``rules`` (:mod:`envs.judge.rules`: the answer that gives the prompt's reference answer, then a
+finished one, then the shorter one). A win counts 1, a tie 1/2; the gain is the win rate minus 1/2
+(the SL policy against itself). A reward model that was hacked shows as an RM gain without a
+held-out one.
+
+It ends with ``rm_heldout_accuracy=<a> rlhf_rm_win_gain=<b> rlhf_heldout_win_gain=<c>`` and writes
+``summary.json``; each stage is skipped when its output exists, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import chz
+
+from envs.judge.preference import PROMPTS_FILE, SMOLLM2, answer_seed
+
+__all__ = ["RlhfConfig", "main", "rm_accuracy", "run_pipeline"]
+
+
+@chz.chz
+class RlhfConfig:
+    """Configuration of the three steps (fields are the command-line keys)."""
+
+    log_path: str = "runs/rlhf"
+    """Folder of every artifact (``sl/``, ``pairs/``, ``rm/``, ``rl/``, ``summary.json``)."""
+    model_name: str = SMOLLM2
+    """Base model of the policy and of the reward model."""
+    renderer_name: str = "qwen3_instruct"
+    """Renderer of the conversations (policy and reward model)."""
+    backend: str = "local"
+    """``local`` (embedded, offline) or ``tinker`` (the service ``base_url`` points at)."""
+    base_url: str | None = None
+    """Tinker service URL (``backend=tinker``)."""
+    lora_rank: int = 16
+    """LoRA rank of the policy and of the reward model."""
+    seed: int = 0
+    """Seed of the LoRA initialisations, the prompt split and the sampling."""
+
+    # --- 1. SL policy -----------------------------------------------------------------------
+    sft_path: str = ""
+    """Chat JSONL of the SL step (empty: the shipped ``sft_chats.jsonl``)."""
+    sft_train_on_what: str = "all_assistant_messages"
+    """Messages the SL step trains on (the cookbook's ``TrainOnWhat``)."""
+    sft_steps: int = 12
+    """Supervised steps."""
+    sft_batch_size: int = 8
+    """Conversations per SL step."""
+    sft_learning_rate: float = 3e-4
+    """SL learning rate."""
+
+    # --- 2. reward model --------------------------------------------------------------------
+    dataset: str = ""
+    """Comparisons: a JSONL in the cookbook's format (empty: the shipped ``comparisons.jsonl``) or
+    ``hhh`` / ``helpsteer3`` / ``ultrafeedback`` (the cookbook's builders; need the network)."""
+    dataset_max_pairs: int | None = None
+    """Cap on the comparisons read."""
+    n_test_prompts: int = 12
+    """Prompts held out: their comparisons measure the reward model, and the policies are judged on them."""
+    rm_learning_rate: float = 5e-4
+    """Reward-model learning rate (linear decay)."""
+    rm_batch_size: int = 16
+    """Comparisons per reward-model step (each in both orders)."""
+    rm_epochs: int = 2
+    """Passes over the train comparisons."""
+    rm_max_steps: int | None = None
+    """Cap on reward-model steps."""
+
+    # --- 3. RL ------------------------------------------------------------------------------
+    rl_steps: int = 8
+    """RL steps."""
+    rl_batch_size: int = 4
+    """Prompts per RL step."""
+    rl_group_size: int = 4
+    """Answers per prompt (the tournament of the pairwise env, in both orders)."""
+    rl_learning_rate: float = 1e-4
+    """RL learning rate."""
+    max_tokens: int = 32
+    """Tokens per answer (RL and the held-out judgement)."""
+    temperature: float = 1.0
+    """Sampling temperature of the policy."""
+
+    # --- judgement --------------------------------------------------------------------------
+    eval_samples: int = 4
+    """Answers per held-out prompt and policy."""
+
+    @chz.validate
+    def _check(self) -> None:
+        if self.backend not in ("local", "tinker"):
+            raise ValueError(f"backend must be 'local' or 'tinker', got {self.backend!r}")
+        for name in (
+            "sft_batch_size",
+            "rm_batch_size",
+            "rm_epochs",
+            "rl_steps",
+            "rl_batch_size",
+            "eval_samples",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rl_group_size < 2:
+            raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _absolute(path: str, root: Path) -> str:
+    """A ``local://<run>/...`` path as ``local:///<root>/<run>/...`` (any local service reads it)."""
+    rest = path.removeprefix("local://")
+    if not path.startswith("local://") or rest.startswith("/"):
+        return path
+    return f"local://{(root / rest).resolve()}"
+
+
+def _prompt_text(row: dict[str, Any]) -> str | None:
+    conversation = row["comparison"]["prompt_conversation"]
+    if len(conversation) != 1 or conversation[0]["role"] != "user":
+        return None
+    content = conversation[0]["content"]
+    return content if isinstance(content, str) else None
+
+
+def _tasks_file(rows: list[dict[str, Any]], path: Path) -> Path:
+    """The distinct single-turn prompts of ``rows`` as a judge-task file, with the reference
+    answers of the shipped preference prompts where the prompt is one of them."""
+    references = {r["prompt"]: r.get("reference", []) for r in _rows(PROMPTS_FILE)}
+    prompts = list(dict.fromkeys(p for p in map(_prompt_text, rows) if p))
+    lines = []
+    for i, prompt in enumerate(prompts):
+        task: dict[str, Any] = {"id": f"{path.stem}-{i:03d}", "prompt": prompt, "rubric": "default"}
+        if references.get(prompt):
+            task["reference"] = references[prompt]
+        lines.append(json.dumps(task) + "\n")
+    if len(lines) < 2:
+        raise ValueError(f"{path.name}: need >= 2 single-turn prompts, the comparisons give {len(lines)}")
+    path.write_text("".join(lines))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# 2. the reward model
+# --------------------------------------------------------------------------------------------
+async def rm_accuracy(model: Any, rows: Sequence[dict[str, Any]]) -> float:
+    """Pair accuracy of a cookbook ``PreferenceModel`` on labelled comparison rows, each scored in
+    both orders (a tie or an unreadable verdict counts as wrong)."""
+    from tinker_cookbook.preference.types import Comparison, LabeledComparison
+
+    async def one(row: dict[str, Any]) -> float:
+        labeled = LabeledComparison(comparison=Comparison(**row["comparison"]), label=row["label"])
+        right = 0.0
+        for item in (labeled, labeled.swap()):
+            score = await model(item.comparison)
+            right += float((score < 0 and item.label == "A") or (score > 0 and item.label == "B"))
+        return right / 2
+
+    scores = await asyncio.gather(*(one(r) for r in rows if r["label"] in ("A", "B")))
+    return sum(scores) / max(len(scores), 1)
+
+
+def _rm_step(
+    config: RlhfConfig, train_file: Path, test_file: Path, out: Path, service: Any, root: Path
+) -> dict[str, Any]:
+    from tinker_cookbook import checkpoint_utils
+    from tinker_cookbook.preference.preference_datasets import (
+        ChatDatasetBuilderFromComparisons,
+        ComparisonBuilderFromJsonl,
+    )
+    from tinker_cookbook.supervised import train as supervised_train
+    from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
+
+    from envs.judge.reward_model import load_preference_model
+
+    record = out / "rm.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    test_rows = _rows(test_file)
+    base = service.create_sampling_client(base_model=config.model_name)
+    base = base.result() if hasattr(base, "result") and not hasattr(type(base), "sample_async") else base
+    from tinker_cookbook.preference.types import PreferenceModelFromChatRenderer
+
+    from renderers_ext import load_renderer
+
+    renderer = load_renderer(config.renderer_name, config.model_name)
+    before = asyncio.run(rm_accuracy(PreferenceModelFromChatRenderer(renderer, base), test_rows))
+    t0 = time.monotonic()
+    rm = supervised_train.Config(
+        log_path=str(out),
+        model_name=config.model_name,
+        recipe_name="turngym_rlhf_rm",
+        renderer_name=config.renderer_name,
+        dataset_builder=ChatDatasetBuilderFromComparisons(
+            common_config=ChatDatasetBuilderCommonConfig(
+                model_name_for_tokenizer=config.model_name,
+                renderer_name=config.renderer_name,
+                max_length=1024,
+                batch_size=config.rm_batch_size,
+            ),
+            comparison_builder=ComparisonBuilderFromJsonl(train_path=str(train_file)),
+        ),
+        learning_rate=config.rm_learning_rate,
+        num_epochs=config.rm_epochs,
+        lora_rank=config.lora_rank,
+        base_url=config.base_url,
+        save_every=0,
+        eval_every=0,
+        max_steps=config.rm_max_steps,
+    )
+    asyncio.run(supervised_train.main(rm))
+    last = checkpoint_utils.get_last_checkpoint(str(out))
+    if last is None or not last.sampler_path:
+        raise RuntimeError(f"the reward-model run saved no sampler checkpoint in {out}")
+    path = _absolute(last.sampler_path, root)
+    model = load_preference_model(path, renderer_name=config.renderer_name, service=service)
+    after = asyncio.run(rm_accuracy(model, test_rows))
+    metrics = _rows(out / "metrics.jsonl")
+    losses = [r["train_mean_nll"] for r in metrics if "train_mean_nll" in r]
+    result = {
+        "sampler_path": path,
+        "steps": len(losses),
+        "train_nll_first": losses[0] if losses else None,
+        "train_nll_last": losses[-1] if losses else None,
+        "heldout_accuracy_before": before,
+        "heldout_accuracy": after,
+        "heldout_pairs": len(test_rows),
+        "seconds": time.monotonic() - t0,
+    }
+    record.write_text(json.dumps(result, indent=2))
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# 3. RL against the reward model, then the held-out judgement
+# --------------------------------------------------------------------------------------------
+def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: Path) -> dict[str, Any]:
+    import training
+    from envs.judge.config import JudgeConfig, JudgeEnvConfig, JudgeEnvKind
+    from envs.judge.train import JudgeTrainConfig
+
+    record = out / "rl.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    rl = JudgeTrainConfig(
+        log_path=str(out),
+        model_name=config.model_name,
+        renderer_name=config.renderer_name,
+        backend=config.backend,  # type: ignore[arg-type]
+        base_url=config.base_url,
+        lora_rank=config.lora_rank,
+        seed=config.seed,
+        load_checkpoint_path=sl_state,
+        learning_rate=config.rl_learning_rate,
+        max_steps=config.rl_steps,
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        batch_size=config.rl_batch_size,
+        group_size=config.rl_group_size,
+        n_test=1,
+        eval_every=0,
+        progress=False,
+        env=JudgeEnvConfig(kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks)),
+        judge=JudgeConfig(
+            completer=f"rm:{rm_path}",
+            renderer_name=config.renderer_name,
+            base_url=config.base_url,
+            timeout_s=900.0,
+            max_attempts=1,
+            fallback_reward=0.5,
+        ),
+    )
+    t0 = time.monotonic()
+    summary = training.train(rl)
+    checkpoints = _rows(out / "checkpoints.jsonl")
+    sampler = next((r["sampler_path"] for r in reversed(checkpoints) if r.get("sampler_path")), None)
+    if sampler is None:
+        raise RuntimeError(f"the RL run saved no sampler checkpoint in {out}")
+    metrics = _rows(out / "metrics.jsonl")
+    rewards = [r["env/all/reward/total"] for r in metrics if "env/all/reward/total" in r]
+    result = {
+        "sampler_path": _absolute(sampler, out / "checkpoints"),
+        "steps": summary.end_step,
+        "reward_first": rewards[0] if rewards else None,
+        "reward_last": rewards[-1] if rewards else None,
+        "seconds": time.monotonic() - t0,
+    }
+    record.write_text(json.dumps(result, indent=2))
+    return result
+
+
+async def _answers(client: Any, tasks: Sequence[Any], config: RlhfConfig, renderer: Any) -> list[list[str]]:
+    import tinker
+    from tinker_cookbook.renderers import get_text_content
+
+    async def one(task: Any, slot: int) -> str:
+        prompt = renderer.build_generation_prompt(list(task.messages))
+        response = await client.sample_async(
+            prompt=prompt,
+            num_samples=1,
+            sampling_params=tinker.SamplingParams(
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+                stop=renderer.get_stop_sequences(),
+                seed=answer_seed(config.seed, task.id, 0, slot),
+            ),
+        )
+        message, _ = renderer.parse_response(list(response.sequences[0].tokens))
+        return get_text_content(message).strip()
+
+    return [list(await asyncio.gather(*(one(t, s) for s in range(config.eval_samples)))) for t in tasks]
+
+
+async def _judgement(
+    config: RlhfConfig, service: Any, sl_path: str, rl_path: str, rm_path: str, tasks_file: Path
+) -> dict[str, Any]:
+    from tinker_cookbook.preference.types import Comparison
+
+    from envs.judge import load_tasks
+    from envs.judge.reward_model import load_preference_model
+    from envs.judge.rules import CHECKS, RuleJudge
+    from renderers_ext import load_renderer
+
+    def client(path: str) -> Any:
+        made = service.create_sampling_client(model_path=path)
+        return made.result() if hasattr(made, "result") and not hasattr(type(made), "sample_async") else made
+
+    renderer = load_renderer(config.renderer_name, config.model_name)
+    tasks = load_tasks(tasks_file)
+    sl_answers = await _answers(client(sl_path), tasks, config, renderer)
+    rl_answers = await _answers(client(rl_path), tasks, config, renderer)
+    rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
+    rules = RuleJudge()
+    held_out, by_rm, correct_sl, correct_rl = [], [], [], []
+    for task, sl, rl in zip(tasks, sl_answers, rl_answers, strict=True):
+        for a, b in zip(rl, sl, strict=True):
+            choice, _ = rules.verdict(a, b, task.reference)
+            held_out.append({"A": 1.0, "B": 0.0}.get(choice, 0.5))
+            comparison = Comparison(
+                prompt_conversation=list(task.messages),
+                completion_A=[{"role": "assistant", "content": a}],
+                completion_B=[{"role": "assistant", "content": b}],
+            )
+            first, second = await rm(comparison), await rm(comparison.swap())
+            by_rm.append(((first < 0) + (first == 0) * 0.5 + (second > 0) + (second == 0) * 0.5) / 2)
+            if task.reference:
+                correct_rl.append(CHECKS["correct"](a, task.reference))
+                correct_sl.append(CHECKS["correct"](b, task.reference))
+    mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
+    return {
+        "pairs": len(held_out),
+        "heldout_win_rate": mean(held_out),
+        "rm_win_rate": mean(by_rm),
+        "sl_correct": mean(correct_sl),
+        "rl_correct": mean(correct_rl),
+        "examples": [
+            {"prompt": t.messages[-1]["content"], "sl": s[0], "rl": r[0]}
+            for t, s, r in list(zip(tasks, sl_answers, rl_answers, strict=True))[:4]
+        ],
+    }
+
+
+def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
+    """Run the three steps and the judgement (each skipped when its output exists); returns
+    ``summary.json``'s contents."""
+    import contextlib
+
+    import tinker
+
+    from backend.model import register_tokenizers
+    from backend.offline import use_local_backend
+    from envs.judge.comparisons import COMPARISONS_FILE, split_comparisons
+    from envs.judge.preference import _sl_step
+    from renderers_ext import load_renderer
+
+    out = Path(config.log_path).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    root = out / "checkpoints"
+    t0 = time.monotonic()
+    register_tokenizers()
+    local = config.backend == "local"
+    train_file, test_file, pair_stats = split_comparisons(
+        config.dataset or COMPARISONS_FILE,
+        out / "pairs",
+        n_test_prompts=config.n_test_prompts,
+        seed=config.seed,
+        max_pairs=config.dataset_max_pairs,
+    )
+    train_tasks = _tasks_file(_rows(train_file), out / "pairs" / "train_prompts.jsonl")
+    test_tasks = _tasks_file(_rows(test_file), out / "pairs" / "test_prompts.jsonl")
+    block = use_local_backend(root) if local else contextlib.nullcontext()
+    with block:
+        service = tinker.ServiceClient(base_url=config.base_url)
+        renderer = load_renderer(config.renderer_name, config.model_name)
+        print("[rlhf] 1/3 SL policy", flush=True)
+        sl = asyncio.run(_sl_step(config, service, renderer, out / "sl"))
+        sl_state, sl_sampler = _absolute(sl["state_path"], root), _absolute(sl["sampler_path"], root)
+        print(
+            f"[rlhf] SL: loss/token {sl['warm_start/loss_first']:.3f} -> {sl['warm_start/loss_last']:.3f}",
+            flush=True,
+        )
+        print(
+            f"[rlhf] 2/3 reward model on {pair_stats['train/pairs']:.0f} comparisons "
+            f"({pair_stats['test/pairs']:.0f} held out)",
+            flush=True,
+        )
+        rm = _rm_step(config, train_file, test_file, out / "rm", service, root)
+        print(
+            f"[rlhf] RM: {rm['steps']} steps, held-out pair accuracy "
+            f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f}",
+            flush=True,
+        )
+    print("[rlhf] 3/3 RL against the reward model (pairwise env)", flush=True)
+    rl = _rl_step(config, sl_state, rm["sampler_path"], train_tasks, out / "rl")
+    print(f"[rlhf] RL: {rl['steps']} steps, group win rate is 1/2 by construction", flush=True)
+    with use_local_backend(root) if local else contextlib.nullcontext():
+        service = tinker.ServiceClient(base_url=config.base_url)
+        judged = asyncio.run(
+            _judgement(config, service, sl_sampler, rl["sampler_path"], rm["sampler_path"], test_tasks)
+        )
+    summary = {
+        "pairs": pair_stats,
+        "sl": sl,
+        "rm": rm,
+        "rl": rl,
+        "judgement": judged,
+        "rm_heldout_accuracy": rm["heldout_accuracy"],
+        "rlhf_rm_win_gain": judged["rm_win_rate"] - 0.5,
+        "rlhf_heldout_win_gain": judged["heldout_win_rate"] - 0.5,
+        "seconds": time.monotonic() - t0,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m envs.judge.rlhf [key=value ...]``; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in args):
+        print("usage: python -m envs.judge.rlhf [key=value ...]\n")
+        print(chz.Blueprint(RlhfConfig).get_help())
+        return 0
+    try:
+        config = chz.Blueprint(RlhfConfig).make_from_argv(args)
+    except Exception as exc:  # chz raises several types; all mean "bad command line"
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        print(f"envs.judge.rlhf: error: {first}", file=sys.stderr)
+        return 2
+    try:
+        summary = run_pipeline(config)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"envs.judge.rlhf: error: {exc}", file=sys.stderr)
+        return 1
+    judged = summary["judgement"]
+    print(
+        f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
+        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}"
+    )
+    print(
+        f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
+        f"rlhf_heldout_win_gain={summary['rlhf_heldout_win_gain']:.3f}"
+    )
+    print(f"artifacts: {config.log_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""``python -m envs.judge.rlhf``: SL policy -> reward model (the cookbook's SL on comparisons) ->
+RL against it through the pairwise env (``rm:`` judge) -> held-out judgement (TINY, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from envs.judge.reward_model import PreferenceModelJudge, comparison_from_prompt
+from envs.judge.rlhf import main
+
+TINY = "turngym/tiny-random-llama"
+
+
+def test_comparison_prompt_round_trips_without_its_reference() -> None:
+    from envs.judge.pairwise import comparison_prompt
+
+    prompt = comparison_prompt(
+        [{"role": "user", "content": "Capital of France?"}],
+        [{"role": "assistant", "content": "Paris."}],
+        [{"role": "assistant", "content": "Lyon, I think."}],
+        reference=["Paris"],
+    )
+    comparison = comparison_from_prompt(prompt)  # type: ignore[arg-type]
+    assert comparison.prompt_conversation == [{"role": "user", "content": "Capital of France?"}]
+    assert comparison.completion_A == [{"role": "assistant", "content": "Paris."}]
+    assert comparison.completion_B == [{"role": "assistant", "content": "Lyon, I think."}]
+
+    class Prefers:  # a stand-in preference model: -1 (A), 1 (B), 0 (tie)
+        def __init__(self, score: float) -> None:
+            self.score = score
+
+        async def __call__(self, comparison: object) -> float:
+            return self.score
+
+    for score, verdict in ((-1.0, "A"), (1.0, "B"), (0.0, "tie")):
+        reply = anyio.run(PreferenceModelJudge(Prefers(score)), prompt)  # type: ignore[arg-type]
+        assert reply["content"] == f"Preferred: {verdict}"
+    with pytest.raises(ValueError, match="no response blocks"):
+        comparison_from_prompt([{"role": "user", "content": "Grade this."}])
+
+
+def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        f"log_path={tmp_path}",
+        f"model_name={TINY}",
+        "lora_rank=2",
+        "sft_steps=1",
+        "dataset_max_pairs=24",
+        "n_test_prompts=2",
+        "rm_max_steps=2",
+        "rl_steps=1",
+        "rl_batch_size=1",
+        "rl_group_size=2",
+        "max_tokens=4",
+        "eval_samples=1",
+    ]
+    assert main(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-2]
+    assert last.startswith("rm_heldout_accuracy=") and "rlhf_heldout_win_gain=" in last
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rm"]["steps"] == 2 and 0.0 <= summary["rm_heldout_accuracy"] <= 1.0
+    assert summary["rm"]["sampler_path"].startswith("local:///")
+    assert summary["rl"]["steps"] == 1 and summary["rl"]["sampler_path"].startswith("local:///")
+    assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer
+    rl_rows = [
+        json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
+    ]
+    assert rl_rows[0]["env/all/judge/calls"] == 2  # the reward model judged the group, in both orders
+    assert rl_rows[0]["env/all/judge/errors"] == 0
+    held_out = {
+        json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "test_prompts.jsonl").read_text().splitlines()
+    }
+    trained = {
+        json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "train_prompts.jsonl").read_text().splitlines()
+    }
+    assert held_out and not held_out & trained
+    assert main(args) == 0  # a rerun resumes: every stage is read back
