@@ -50,7 +50,7 @@ class TokenRandom(TokenCompleter):
         if b.kind == "hang":
             await anyio.sleep_forever()
         tok = self.renderer.tokenizer
-        board = parse_board(tok.decode(model_input.to_ints()))
+        board = parse_board(str(tok.decode(model_input.to_ints())))
         if board is None:  # not a tic-tac-toe seat (a plain env beside the games): end it
             text = "stop"
         else:

@@ -52,8 +52,14 @@ from ._players import (
     Player as Player,
 )
 from ._players import (
+    PlayerFactory as PlayerFactory,
+)
+from ._players import (
     Seat as Seat,
 )
 from ._players import (
     seat_policy as seat_policy,
+)
+from ._solo import (
+    SoloSeatEnv as SoloSeatEnv,
 )

@@ -11,8 +11,8 @@ every other seat acts and is logged, never trained.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 
@@ -21,6 +21,9 @@ from envs.player import PlayerPolicy
 
 Player = TokenCompleter | MessageCompleter
 """A seat's player: token-level, or message-level (bridged to the seat's tokens)."""
+PlayerFactory = Callable[[random.Random], Player]
+"""Makes a fresh player for one game from the game's seeded RNG (e.g. a random player seeded per
+game, so concurrent games never share its draws and a seed replays every game)."""
 
 POLICY = "policy"
 """Name of the seat player that is the policy the loop trains (or evaluates)."""
@@ -33,8 +36,8 @@ class Seat:
 
     name: str = POLICY
     """The player's name in logs, tags and win/draw/loss tables (``policy`` for the policy)."""
-    player: Player | None = None
-    """The pinned player; None: the policy the loop passes in."""
+    player: Player | PlayerFactory | None = None
+    """The pinned player (or a factory making one per game); None: the policy the loop passes in."""
     train: bool = True
     """Whether this seat's trajectories train (the policy's seats only)."""
     choices: tuple[Seat, ...] = ()
@@ -61,13 +64,13 @@ class Seat:
         return cls(POLICY, None, train)
 
     @classmethod
-    def pinned(cls, name: str, player: Player) -> Seat:
+    def pinned(cls, name: str, player: Player | PlayerFactory) -> Seat:
         """A fixed opponent (random, scripted, rule-based optimal, the base model, a frozen
         checkpoint): acts, is logged, never trains."""
         return cls(name, player, False)
 
     @classmethod
-    def partner(cls, name: str, player: Player) -> Seat:
+    def partner(cls, name: str, player: Player | PlayerFactory) -> Seat:
         """A partner agent (judge, simulated user, answerer): acts, is logged, never trains.
         The same as :meth:`pinned`; the name says the role."""
         return cls(name, player, False)
@@ -90,12 +93,18 @@ class Seat:
         return self.is_policy and self.train
 
     def draw(self, rng: random.Random) -> Seat:
-        """This seat, or for a pool the seat drawn for one game."""
-        if not self.choices:
-            return self
-        if self.weights:
-            return rng.choices(self.choices, weights=self.weights, k=1)[0]
-        return rng.choice(self.choices)
+        """The seat for one game: for a pool the seat drawn, and a factory's player made."""
+        seat = self
+        if self.choices:
+            seat = (
+                rng.choices(self.choices, weights=self.weights, k=1)[0]
+                if self.weights
+                else rng.choice(self.choices)
+            )
+        player = seat.player
+        if player is not None and not isinstance(player, TokenCompleter | MessageCompleter):
+            seat = replace(seat, player=player(rng))
+        return seat
 
 
 def seat_policy(seat: Seat, env: ChatEnv, policy: TokenCompleter | None) -> TokenCompleter:
@@ -108,4 +117,6 @@ def seat_policy(seat: Seat, env: ChatEnv, policy: TokenCompleter | None) -> Toke
         return policy
     if isinstance(seat.player, TokenCompleter):
         return seat.player
-    return PlayerPolicy(env, seat.player)
+    if isinstance(seat.player, MessageCompleter):
+        return PlayerPolicy(env, seat.player)
+    raise ValueError(f"seat {seat.name!r}: a player factory must be drawn first (Seat.draw)")

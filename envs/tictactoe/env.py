@@ -36,6 +36,15 @@ class Metric(StrEnum):
     """This seat's illegal move (or faulty action) ended the game (also counted as a loss)."""
 
 
+def result_metrics(result: Metric, *, illegal: bool = False) -> dict[str, float]:
+    """Every result key, one of them 1 (means over trajectories are then rates: the cookbook's
+    ``dict_mean`` averages a key over the dicts that have it)."""
+    out = {str(m): 0.0 for m in Metric}
+    out[str(result)] = 1.0
+    out[str(Metric.ILLEGAL)] = float(illegal)
+    return out
+
+
 def winner(board: Board) -> str | None:
     """``"X"`` or ``"O"`` when a line is complete, else None."""
     for a, b, c in LINES:
@@ -87,7 +96,7 @@ def move_values(board: Board, mark: str) -> tuple[tuple[int, int], ...]:
     other = "O" if mark == "X" else "X"
     out = []
     for cell in free_cells(board):
-        nxt = (*board[:cell - 1], mark, *board[cell:])
+        nxt = (*board[: cell - 1], mark, *board[cell:])
         if winner(nxt) == mark:
             value = 1
         elif not free_cells(nxt):
@@ -117,8 +126,12 @@ class TicTacToeGame(Game):
         return [{"role": "user", "content": text}]
 
     def _end(self, result: dict[int, Metric], rewards: dict[int, float], stop: str = "completed") -> Move:
-        metrics = {seat: {str(m): 1.0} for seat, m in result.items()}
-        return Move(rewards=rewards, done=True, metrics=metrics, stop_reason=stop)
+        return Move(
+            rewards=rewards,
+            done=True,
+            metrics={s: result_metrics(m) for s, m in result.items()},
+            stop_reason=stop,
+        )
 
     def forfeit(self, seat: int, reason: str) -> Move:
         """Seat ``seat`` moved illegally (``reason``) or its action was faulty: the game ends."""
@@ -126,7 +139,7 @@ class TicTacToeGame(Game):
         return Move(
             rewards={seat: c.illegal_reward, 1 - seat: c.opponent_illegal_reward},
             done=True,
-            metrics={seat: {Metric.LOSS: 1.0, Metric.ILLEGAL: 1.0}, 1 - seat: {Metric.WIN: 1.0}},
+            metrics={seat: result_metrics(Metric.LOSS, illegal=True), 1 - seat: result_metrics(Metric.WIN)},
             logs={"illegal": reason},
             stop_reason=STOP_SEAT_FAULT,
         )
@@ -137,7 +150,7 @@ class TicTacToeGame(Game):
         if cell is None or self.board[cell - 1]:
             return self.forfeit(seat, "no cell" if cell is None else f"cell {cell} is taken")
         mark = MARKS[seat]
-        self.board = (*self.board[:cell - 1], mark, *self.board[cell:])
+        self.board = (*self.board[: cell - 1], mark, *self.board[cell:])
         self.moves.append(cell)
         c = self.config
         other = 1 - seat
