@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import anyio
@@ -42,6 +42,7 @@ from envs.core import Fault, decode_action
 from envs.seats._game import (
     STOP_MAX_MOVES,
     STOP_SEAT_ERROR,
+    STOP_SEAT_FAULT,
     STOP_SEAT_LIMIT,
     STOP_SEAT_TIMEOUT,
     Game,
@@ -255,6 +256,8 @@ async def play_game(
                         f"{type(game).__name__}.on_move must return a Move, got {type(move).__name__}"
                     )
             apply(move, seat)
+            if move.done and move.stop_reason == STOP_SEAT_FAULT:  # the game ruled the move illegal
+                stopped_by = seat
             if move.done:
                 stop_reason = str(move.stop_reason)
                 break
@@ -291,6 +294,9 @@ async def play_game(
             )
             st.tracker.acted(len(st.action.tokens))
             st.action = None
+            st.ob = tinker.ModelInput.empty()
+        elif st.transitions and not st.transitions[-1].episode_done:  # a failed game closes every seat
+            st.transitions[-1] = replace(st.transitions[-1], episode_done=True)
             st.ob = tinker.ModelInput.empty()
         st.tracker.close()
         tr = st.tracker

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from functools import partial
 
 import chz
-from tinker_cookbook.completers import TokenCompleter
+from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 from tinker_cookbook.renderers import Renderer
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDatasetBuilder
 
 from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
 from envs.player import PlayerPolicy
-from envs.seats import LoopConfig, Player, Seat, SeatedGroupBuilder, SoloSeatEnv, game_seed
+from envs.seats import LoopConfig, Seat, SeatedGroupBuilder, SoloSeatEnv, game_seed
 from envs.tictactoe.config import TicTacToeConfig
 from envs.tictactoe.env import TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
@@ -37,7 +37,7 @@ OPPONENTS = ("random", "optimal")
 """The fixed opponents by name."""
 
 
-def make_opponent(name: str, rng: random.Random) -> Player:
+def make_opponent(name: str, rng: random.Random) -> MessageCompleter:
     """A fresh fixed opponent for one game (seeded from the game's RNG)."""
     seed = rng.randrange(2**31)
     if name == "random":
