@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the three parts; print the summary line last."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    parser = argparse.ArgumentParser(prog="bench/self_play.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="bench/self_play.py", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="the tiny model, a few minutes (no learning claim)"
     )
