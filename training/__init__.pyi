@@ -51,9 +51,6 @@ from ._metrics import (
 from ._plot import (
     plot_reward_curve as plot_reward_curve,
 )
-from ._rollouts import (
-    SupportsSeatedRollout as SupportsSeatedRollout,
-)
 from ._warm_start import (
     ScriptedEpisode as ScriptedEpisode,
 )

@@ -10,7 +10,7 @@ that do not train (pinned opponents, partners) are in the :class:`GameRecord` s 
 never in a group, so they never become datums.
 
 The training loop (``training.sample_batch``) plays such builders through
-:meth:`SeatedGroupBuilder.rollout_seated` (``training.SupportsSeatedRollout``) instead of the
+:meth:`SeatedGroupBuilder.rollout_seated` (``SupportsSeatedRollout`` of ``training._rollouts``) instead of the
 rollout engine; each role group comes back as a ``rollout.GroupOutcome`` with the engine's
 accounting: ``requested`` games = ``completed`` + ``failed``.
 """
@@ -170,7 +170,7 @@ class SeatedGroupBuilder(EnvGroupBuilder):
         self, policy: TokenCompleter, config: EngineConfig | None = None, index: int = 0
     ) -> list[GroupOutcome]:
         """Play the group with ``policy`` on the policy's seats and return its role groups
-        (``training.SupportsSeatedRollout``). The engine config's sampling-call deadline, step
+        (``SupportsSeatedRollout`` of ``training._rollouts``). The engine config's sampling-call deadline, step
         deadline and extension check apply to every seat."""
         loop = self.loop
         if config is not None:
