@@ -21,7 +21,7 @@ from envs.seats._solo import SoloSeatEnv
 from envs.tictactoe.env import Metric, TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
 from renderers_ext import load_renderer
-from rollout import assemble
+from rollout import AdvantageConfig, assemble, group_advantages
 from tests.seat_players import Behaviour, TokenRandom
 from training._rollouts import SupportsSeatedRollout, _run_mixed, rollout_config
 
@@ -133,3 +133,19 @@ def test_seat_env_refuses_nothing_it_cannot_render() -> None:
     env = SeatEnv(TicTacToeGame(), 1, R)
     env.tell([{"role": "user", "content": "X played 5."}])
     assert env.initial_messages()[-1]["content"] == "X played 5."
+
+
+def test_advantages_are_centred_per_role_by_default_and_across_roles_on_request() -> None:
+    policy = TokenRandom(R, 11)
+    per_role = anyio.run(builder([Seat.policy(), Seat.policy()], games=12).rollout_seated, policy)
+    pooled = anyio.run(
+        builder([Seat.policy(), Seat.policy()], games=12, group_by_role=False).rollout_seated, policy
+    )
+    assert [o.tags for o in pooled] == [("as_all",)] and pooled[0].requested == 24
+    for o in per_role:
+        assert o.group is not None
+        per_traj = [a[0] for a in group_advantages(o.group, AdvantageConfig())]
+        assert sum(per_traj) == pytest.approx(0.0, abs=1e-6)  # centred within the role's group
+        rewards = o.group.get_total_rewards()
+        mean = sum(rewards) / len(rewards)
+        assert per_traj == pytest.approx([r - mean for r in rewards])
