@@ -129,10 +129,17 @@ def test_a_solo_seat_env_sees_what_the_seat_sees_under_the_game_loop() -> None:
     assert solo_ob == loop_ob
 
 
-def test_seat_env_refuses_nothing_it_cannot_render() -> None:
+def test_a_seat_env_starts_with_what_it_was_told_and_refuses_to_be_stepped_alone() -> None:
     env = SeatEnv(TicTacToeGame(), 1, R)
     env.tell([{"role": "user", "content": "X played 5."}])
     assert env.initial_messages()[-1]["content"] == "X played 5."
+    with pytest.raises(RuntimeError, match="played by the game loop"):
+        anyio.run(SeatEnv(TicTacToeGame(), 0, R).initial_observation)
+    # the engine running a seated builder's make_envs fails the rollout with that line, at once
+    from rollout import RolloutEngine
+
+    outcome = anyio.run(RolloutEngine(TokenRandom(R, 0)).run_group, builder([Seat.policy(), Seat.policy()]))
+    assert outcome.failure is not None and "played by the game loop" in outcome.failure.error_message
 
 
 def test_advantages_are_centred_per_role_by_default_and_across_roles_on_request() -> None:

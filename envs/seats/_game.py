@@ -21,8 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tinker_cookbook.completers import StopCondition
 from tinker_cookbook.renderers import Message, Renderer
-from tinker_cookbook.rl.types import Metrics, StopReason
+from tinker_cookbook.rl.types import InitialObservationOverflow, Metrics, Observation, StopReason
 
 from envs.core import ChatEnv, EnvLimits, Reply
 
@@ -102,6 +103,9 @@ class SeatEnv(ChatEnv):
         self._pending: list[Message] = []
         self._done = False
         self._stop_reason: str = StopReason.COMPLETED
+        self.in_loop = False
+        """Set by the game loop that drives this seat; a seat env stepped alone (by an engine or a
+        checker) refuses to start, since no other seat would ever move."""
 
     @property
     def role(self) -> str:
@@ -116,6 +120,14 @@ class SeatEnv(ChatEnv):
         """The game is over: the next step ends this seat's episode with ``stop_reason``."""
         self._done = True
         self._stop_reason = stop_reason
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition] | InitialObservationOverflow:
+        if not self.in_loop:
+            raise RuntimeError(
+                f"seat {self.seat} of {type(self.game).__name__} is played by the game loop "
+                "(envs.seats.play_game / SeatedGroupBuilder.play), not stepped alone"
+            )
+        return await super().initial_observation()
 
     def initial_messages(self) -> list[Message]:
         """The game's opening for this seat, then whatever it was told before its first turn

@@ -177,6 +177,8 @@ async def play_game(
     moves = 0
     logs: list[dict[str, str | int | float]] = []
     seat = game.first_seat
+    for env in envs:
+        env.in_loop = True
 
     async def advance(i: int) -> bool:
         """Step seat ``i`` with its pending action; False when its episode ended there."""

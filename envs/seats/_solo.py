@@ -38,6 +38,7 @@ class SoloSeatEnv(SeatEnv):
         missing = set(range(len(game.roles))) - {seat} - set(others)
         if missing:
             raise ValueError(f"seats {sorted(missing)} have no scripted player")
+        self.in_loop = True  # a plain env: the other seats are played inside its step
         self.others = dict(others)
         self.histories: dict[int, list[Message]] = {}
         self.reward = 0.0
