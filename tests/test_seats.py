@@ -16,6 +16,7 @@ from envs.seats import (
     Seat,
     SeatedGroupBuilder,
     SeatEnv,
+    play_game,
 )
 from envs.seats._solo import SoloSeatEnv
 from envs.tictactoe.env import Metric, TicTacToeGame
@@ -156,3 +157,22 @@ def test_advantages_are_centred_per_role_by_default_and_across_roles_on_request(
         rewards = o.group.get_total_rewards()
         mean = sum(rewards) / len(rewards)
         assert per_traj == pytest.approx([r - mean for r in rewards])
+
+
+def test_compaction_reaches_every_seat() -> None:
+    from renderers_ext import CompactingRenderer
+    from rollout import EngineConfig
+
+    b = builder([Seat.policy(), Seat.policy()], games=2)
+    outcomes = anyio.run(b.rollout_seated, TokenRandom(R, 2), EngineConfig(compaction_period=2))
+    assert all(o.group is not None and o.completed == 2 for o in outcomes)
+
+    async def one() -> list[SeatEnv]:
+        game, envs, _ = b._setup(0)
+        policies = [TokenRandom(R, 3)] * 2
+        config = LoopConfig(compaction_period=2)
+        await play_game(game, envs, policies, names=["a", "b"], trains=[True, True], config=config)
+        return envs
+
+    envs = anyio.run(one)
+    assert all(isinstance(e.renderer, CompactingRenderer) and e.renderer.period == 2 for e in envs)

@@ -170,8 +170,8 @@ class SeatedGroupBuilder(EnvGroupBuilder):
         self, policy: TokenCompleter, config: EngineConfig | None = None, index: int = 0
     ) -> list[GroupOutcome]:
         """Play the group with ``policy`` on the policy's seats and return its role groups
-        (``SupportsSeatedRollout`` of ``training._rollouts``). The engine config's sampling-call deadline, step
-        deadline and extension check apply to every seat."""
+        (``SupportsSeatedRollout`` of ``training._rollouts``). The engine config's sampling-call
+        deadline, step deadline, extension check and compaction period apply to every seat."""
         loop = self.loop
         if config is not None:
             loop = LoopConfig(
@@ -179,6 +179,7 @@ class SeatedGroupBuilder(EnvGroupBuilder):
                 step_timeout_s=config.step_timeout_s or loop.step_timeout_s,
                 max_moves=loop.max_moves,
                 extension_check=config.extension_check,
+                compaction_period=config.compaction_period or loop.compaction_period,
             )
         t0 = time.monotonic()
         records = await self.play(policy, loop)

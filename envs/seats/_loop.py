@@ -49,7 +49,7 @@ from envs.seats._game import (
     Move,
     SeatEnv,
 )
-from rollout import ExtensionCheck, ExtensionTracker, TrajectoryStats
+from rollout import ExtensionCheck, ExtensionTracker, TrajectoryStats, apply_compaction
 
 T = TypeVar("T")
 
@@ -69,6 +69,8 @@ class LoopConfig:
     """Moves (all seats) before the game ends with :data:`STOP_MAX_MOVES`."""
     extension_check: ExtensionCheck = ExtensionCheck.FULL
     """The per-seat run-time extension check (the engine's)."""
+    compaction_period: int | None = None
+    """Compact every seat's history every this many of its turns (``rollout.apply_compaction``)."""
 
     def __post_init__(self) -> None:
         for name in ("call_timeout_s", "step_timeout_s"):
@@ -179,6 +181,8 @@ async def play_game(
     seat = game.first_seat
     for env in envs:
         env.in_loop = True
+        if config.compaction_period:
+            apply_compaction(env, config.compaction_period)
 
     async def advance(i: int) -> bool:
         """Step seat ``i`` with its pending action; False when its episode ended there."""
