@@ -66,6 +66,7 @@ EXPLORE: dict[str, bool] = {
     "test_code_env": True,  # CodeEnv's books and prefix across tool turns, with an in-process sandbox double
     "test_math_calculator": True,
     "test_twenty_questions": True,
+    "test_seats_properties": True,  # the multi-seat loop on drawn schedules (short deadlines, no model)
     # derandomize: event loops with timing checks, processes, third-party components
     "test_checker": False,
     "test_gym": False,

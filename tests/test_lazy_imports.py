@@ -20,6 +20,8 @@ LAZY_PACKAGES = [
     "envs.code",
     "envs.judge",
     "envs.math",
+    "envs.seats",
+    "envs.tictactoe",
     "envs.twenty_questions",
     "training",
 ]

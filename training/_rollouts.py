@@ -9,23 +9,28 @@ cookbook's advantages and ``trajectory_to_data``), so switching engines touches 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import anyio
 import tinker
-from tinker_cookbook.completers import StopCondition, TinkerTokenCompleter, TokensWithLogprobs
+from tinker_cookbook.completers import StopCondition, TinkerTokenCompleter, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
 from backend.seeding import mix_seed
 from rollout import (
     AdvantageConfig,
+    BatchResult,
     EngineConfig,
+    GroupOutcome,
     RolloutEngine,
     RolloutLimits,
     SampleCall,
     Strategy,
     assemble,
+    summarize,
 )
 
 logger = logging.getLogger(__name__)
@@ -56,6 +61,52 @@ class SampledBatch:
     sampler_metrics: dict[str, float] = field(default_factory=dict)
     """The sampler's own counters for this batch, when it has them (``sampler/prefill_tokens``,
     ``sampler/reused_tokens`` on the local backend)."""
+
+
+@runtime_checkable
+class SupportsSeatedRollout(Protocol):
+    """A group builder that plays itself: a multi-seat game (``envs.seats.SeatedGroupBuilder``)
+    whose seats are driven by one game loop rather than by the engine stepping each env alone.
+
+    ``rollout_seated(policy, config, index)`` plays the group with ``policy`` on the policy's seats
+    and returns one ``rollout.GroupOutcome`` per trajectory group it makes (one per training role);
+    :func:`sample_batch` uses it instead of the rollout engine for such builders.
+    """
+
+    async def rollout_seated(
+        self, policy: TokenCompleter, config: EngineConfig | None = None, index: int = 0
+    ) -> Sequence[GroupOutcome]:
+        """Play the group; its trajectory groups with the engine's accounting."""
+        ...
+
+
+async def _run_mixed(
+    builders: Sequence[EnvGroupBuilder], policy: TokenCompleter, config: EngineConfig
+) -> BatchResult:
+    """The engine's batch for plain builders, ``rollout_seated`` for seated ones, concurrently;
+    outcomes in builder order (a seated builder gives one per role group)."""
+    per_builder: list[list[GroupOutcome]] = [[] for _ in builders]
+    plain = [i for i, b in enumerate(builders) if not isinstance(b, SupportsSeatedRollout)]
+    t0 = time.monotonic()
+
+    async def seated(i: int) -> None:
+        builder = builders[i]
+        assert isinstance(builder, SupportsSeatedRollout)
+        per_builder[i] = list(await builder.rollout_seated(policy, config, i))
+
+    async def engine() -> None:
+        result = await RolloutEngine(policy, config).run_batch([builders[i] for i in plain])
+        for o in result.outcomes:
+            per_builder[plain[o.index]] = [o]
+
+    async with anyio.create_task_group() as tg:
+        if plain:
+            tg.start_soon(engine)
+        for i, b in enumerate(builders):
+            if isinstance(b, SupportsSeatedRollout):
+                tg.start_soon(seated, i)
+    outcomes = tuple(o for group in per_builder for o in group)
+    return BatchResult(outcomes=outcomes, metrics=summarize(outcomes), elapsed_s=time.monotonic() - t0)
 
 
 def batch_seed(run_seed: int, kind: str, step: int) -> int:
@@ -143,7 +194,8 @@ async def sample_batch(
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
     A failed rollout is retried on a fresh env (``max_retries`` per group); a group that still
-    fails is dropped and counted; when all groups fail, :class:`AllGroupsFailedError` is raised.
+    fails is dropped and counted; a multi-seat builder (:class:`SupportsSeatedRollout`) plays
+    itself and gives one group per training role; when all groups fail, :class:`AllGroupsFailedError` is raised.
     ``compaction_period > 0`` asks every env to compact its history that often
     (:func:`rollout_config`). With a ``seed``, every request is seeded by its place in the
     batch (the engine's ``seed``, :class:`SeededTokenCompleter`), so the same seed samples the
@@ -153,7 +205,11 @@ async def sample_batch(
     config = rollout_config(
         max_tokens, compaction_period=compaction_period, max_retries=max_retries, seed=seed
     )
-    result = await RolloutEngine(policy, config).run_batch(list(builders))
+    builders = list(builders)
+    if any(isinstance(b, SupportsSeatedRollout) for b in builders):
+        result = await _run_mixed(builders, policy, config)
+    else:
+        result = await RolloutEngine(policy, config).run_batch(builders)
     kept = [o for o in result.outcomes if o.group is not None]
     failures = [o.failure for o in result.outcomes if o.failure is not None]
     errors = [f"{f.error_type}: {f.error_message}" for f in failures]

@@ -1,0 +1,201 @@
+"""Groups of games x seats: :class:`SeatedGroupBuilder`, trajectories per seat as the cookbook's
+``TrajectoryGroup`` s, one per training role.
+
+A group is ``games`` games of one setting, every seat played as its :class:`Seat` says (a pool
+drawn per game). The training seats' trajectories of each role form one ``TrajectoryGroup``
+(``group_by_role``, the default): the cookbook's group-centred advantage is then centred within a
+seat's role in its group (an X player is compared with X players, not with O players, whose
+expected result differs). ``group_by_role=False`` puts every training seat in one group. Seats
+that do not train (pinned opponents, partners) are in the :class:`GameRecord` s of :meth:`play`,
+never in a group, so they never become datums.
+
+The training loop (``training.sample_batch``) plays such builders through
+:meth:`SeatedGroupBuilder.rollout_seated` (``SupportsSeatedRollout`` of ``training._rollouts``) instead of the
+rollout engine; each role group comes back as a ``rollout.GroupOutcome`` with the engine's
+accounting: ``requested`` games = ``completed`` + ``failed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from tinker_cookbook.completers import TokenCompleter
+from tinker_cookbook.renderers import Renderer
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RolloutError, TrajectoryGroup
+
+from envs.core import EnvLimits
+from envs.seats._game import Game, SeatEnv
+from envs.seats._loop import GameRecord, LoopConfig, SeatResult, play_game
+from envs.seats._players import Seat, seat_policy
+from rollout import EngineConfig, GroupOutcome
+
+
+def game_seed(seed: int, index: int) -> int:
+    """The seed of game ``index`` of a group seeded ``seed`` (stable across processes)."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+@dataclass
+class SeatedGroupBuilder(EnvGroupBuilder):
+    """``games`` games of ``make_game`` with ``seats`` (see the module docstring).
+
+    ``make_game(rng)`` builds one fresh game (draw its deal, its first seat... from ``rng``,
+    seeded per game from ``seed``). :meth:`make_envs` returns the training seats' envs of game 0
+    (for checks such as the loop's tokenizer check): they are played by :meth:`play`, not by an
+    engine stepping them alone.
+    """
+
+    make_game: Callable[[random.Random], Game]
+    renderer: Renderer
+    seats: tuple[Seat, ...]
+    games: int = 8
+    seed: int = 0
+    limits: EnvLimits | None = None
+    """Each seat env's budgets (turns, context); default: no turn cap (the loop's ``max_moves`` is)."""
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    group_by_role: bool = True
+    tags: tuple[str, ...] = ()
+    """Logging tags of every group (the role groups add ``as_<role>``)."""
+
+    def __post_init__(self) -> None:
+        if self.games < 1:
+            raise ValueError(f"games must be >= 1, got {self.games}")
+        if not self.seats:
+            raise ValueError("a seated group needs seats")
+
+    def _setup(self, index: int) -> tuple[Game, list[SeatEnv], list[Seat]]:
+        rng = random.Random(game_seed(self.seed, index))
+        game = self.make_game(rng)
+        if len(game.roles) != len(self.seats):
+            raise ValueError(
+                f"{type(game).__name__} has {len(game.roles)} seats but {len(self.seats)} were given"
+            )
+        drawn = [s.draw(rng) for s in self.seats]
+        envs = [SeatEnv(game, i, self.renderer, limits=self.limits) for i in range(len(drawn))]
+        return game, envs, drawn
+
+    async def make_envs(self) -> Sequence[Env]:
+        _, envs, drawn = self._setup(0)
+        return [e for e, s in zip(envs, drawn, strict=True) if s.trains] or envs[:1]
+
+    def logging_tags(self) -> list[str]:
+        return list(self.tags)
+
+    async def play_one(
+        self, index: int, policy: TokenCompleter | None, loop: LoopConfig | None = None
+    ) -> GameRecord:
+        """Game ``index`` of this group, played to its end."""
+        game, envs, drawn = self._setup(index)
+        policies = [seat_policy(s, e, policy) for s, e in zip(drawn, envs, strict=True)]
+        return await play_game(
+            game,
+            envs,
+            policies,
+            names=[s.name for s in drawn],
+            trains=[s.trains for s in drawn],
+            config=loop or self.loop,
+        )
+
+    async def play(self, policy: TokenCompleter | None, loop: LoopConfig | None = None) -> list[GameRecord]:
+        """Every game of the group, concurrently (one task per game), in game order."""
+        records: list[GameRecord | None] = [None] * self.games
+
+        async def one(i: int) -> None:
+            records[i] = await self.play_one(i, policy, loop)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(self.games):
+                tg.start_soon(one, i)
+        return [r for r in records if r is not None]
+
+    def groups(
+        self, records: Sequence[GameRecord], index: int = 0, elapsed_s: float = 0.0
+    ) -> list[GroupOutcome]:
+        """The training seats of ``records`` as one :class:`rollout.GroupOutcome` per training
+        role (or one in all, without ``group_by_role``); failed games are counted, not kept."""
+        errors = tuple(r.error for r in records if r.error is not None)
+        members: dict[str, list[tuple[bool, SeatResult]]] = {}
+        for record in records:
+            for result in record.seats:
+                if result.trains:
+                    key = result.role if self.group_by_role else "all"
+                    members.setdefault(key, []).append((record.ok, result))
+        out = []
+        for role, entries in members.items():
+            results = [r for ok, r in entries if ok]
+            group = (
+                TrajectoryGroup(
+                    trajectories_G=[s.trajectory for s in results],
+                    final_rewards_G=[s.reward for s in results],
+                    metrics_G=[{**s.stats.as_metrics(), **s.metrics} for s in results],
+                    rollout_errors=list(errors),
+                )
+                if results
+                else None
+            )
+            requested = len(entries)
+            view = _RoleView(self, role)
+            failure = None
+            if group is None:
+                first = errors[0] if errors else None
+                failure = RolloutError(
+                    error_type=first.error_type if first else "NoGames",
+                    error_message=f"every game of the group failed ({first.error_message if first else 'none played'})",
+                )
+            out.append(
+                GroupOutcome(
+                    index=index,
+                    builder=view,
+                    group=group,
+                    stats=tuple(s.stats for s in results),
+                    errors=errors,
+                    failure=failure,
+                    requested=requested,
+                    completed=len(results),
+                    failed=requested - len(results),
+                    retries=0,
+                    elapsed_s=elapsed_s,
+                    tags=tuple(view.logging_tags()),
+                )
+            )
+        return out
+
+    async def rollout_seated(
+        self, policy: TokenCompleter, config: EngineConfig | None = None, index: int = 0
+    ) -> list[GroupOutcome]:
+        """Play the group with ``policy`` on the policy's seats and return its role groups
+        (``SupportsSeatedRollout`` of ``training._rollouts``). The engine config's sampling-call
+        deadline, step deadline, extension check and compaction period apply to every seat."""
+        loop = self.loop
+        if config is not None:
+            loop = LoopConfig(
+                call_timeout_s=config.limits.sampling_turn_timeout_seconds or loop.call_timeout_s,
+                step_timeout_s=config.step_timeout_s or loop.step_timeout_s,
+                max_moves=loop.max_moves,
+                extension_check=config.extension_check,
+                compaction_period=config.compaction_period or loop.compaction_period,
+            )
+        t0 = time.monotonic()
+        records = await self.play(policy, loop)
+        return self.groups(records, index, time.monotonic() - t0)
+
+
+class _RoleView(EnvGroupBuilder):
+    """One role's group of a :class:`SeatedGroupBuilder` (what a ``GroupOutcome`` names as its
+    builder: the parent's tags plus ``as_<role>``)."""
+
+    def __init__(self, parent: SeatedGroupBuilder, role: str) -> None:
+        self.parent = parent
+        self.role = role
+
+    async def make_envs(self) -> Sequence[Env]:
+        return await self.parent.make_envs()
+
+    def logging_tags(self) -> list[str]:
+        return [*self.parent.logging_tags(), f"as_{self.role}"]
