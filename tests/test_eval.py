@@ -45,6 +45,7 @@ def test_embedded_model_writes_the_results_folder(tmp_path: Path) -> None:
     assert saved["reward/mean"] == pytest.approx(sum(r["reward"] for r in rows) / 6)
     assert sum(v for k, v in saved.items() if k.startswith("stop/")) == 6
     assert json.loads((tmp_path / "config.json").read_text())["extension_check"] == "full"
+    assert "running mean reward" in (tmp_path / "index.html").read_text()  # the viewer page
 
 
 def test_resume_skips_finished_episodes_and_a_torn_line(tmp_path: Path) -> None:
