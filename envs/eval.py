@@ -51,7 +51,7 @@ import chz
 
 from backend.model import SMOLLM2
 
-__all__ = ["EVAL_FILES", "EvalConfig", "EvalSummary", "main", "run_eval"]
+__all__ = ["EVAL_FILES", "EnvEvalConfig", "EnvEvalSummary", "main", "run_env_eval"]
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
@@ -65,7 +65,7 @@ _RESUME_IGNORES = ("output", "max_concurrency", "progress", "api_key_env", "time
 
 
 @chz.chz
-class EvalConfig:
+class EnvEvalConfig:
     """One evaluation (fields are the command-line keys; the env may also come first, bare)."""
 
     env: str
@@ -137,7 +137,7 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
-class EvalSummary:
+class EnvEvalSummary:
     """Aggregates of an evaluation (written to ``summary.json``)."""
 
     metrics: dict[str, Any]
@@ -153,7 +153,7 @@ class EvalSummary:
 class _Policy:
     """Makes the token-level policy of each env: one sampler, or one endpoint client."""
 
-    def __init__(self, config: EvalConfig):
+    def __init__(self, config: EnvEvalConfig):
         self.config = config
         self.completer: Any = None
         self.sampler: Any = None
@@ -311,7 +311,7 @@ def error_record(key: dict[str, int], error: BaseException) -> dict[str, Any]:
 
 
 def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The aggregate metrics of episode rows (see :class:`EvalSummary`)."""
+    """The aggregate metrics of episode rows (see :class:`EnvEvalSummary`)."""
     ok = [r for r in records if r.get("reward") is not None]
     rewards = [float(r["reward"]) for r in ok]
     n = len(rewards)
@@ -373,7 +373,7 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def _prepare_folder(config: EvalConfig) -> tuple[Path, list[dict[str, Any]]]:
+def _prepare_folder(config: EnvEvalConfig) -> tuple[Path, list[dict[str, Any]]]:
     """Create the folder or check it holds this evaluation; return it and its finished rows
     (a torn last line is cut off)."""
     folder = config.folder()
@@ -409,7 +409,7 @@ def _prepare_folder(config: EvalConfig) -> tuple[Path, list[dict[str, Any]]]:
 
 # --------------------------------------------------------------------------- run
 async def _play_task(
-    source: Any, policy: _Policy, engine: Any, task: int, repeat: int, config: EvalConfig, fallback: Any
+    source: Any, policy: _Policy, engine: Any, task: int, repeat: int, config: EnvEvalConfig, fallback: Any
 ) -> list[dict[str, Any]]:
     """Play task ``task`` once: every env of its group; rows in slot order."""
     from tinker_cookbook.rl.types import Env
@@ -455,7 +455,7 @@ async def _play_task(
     return rows
 
 
-async def run_eval(config: EvalConfig) -> EvalSummary:
+async def run_env_eval(config: EnvEvalConfig) -> EnvEvalSummary:
     """Evaluate as configured (resuming a killed run in the same folder); write the results."""
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -536,7 +536,7 @@ async def run_eval(config: EvalConfig) -> EvalSummary:
     metrics["resumed_episodes"] = len(rows)
     _write_json(folder / SUMMARY_FILE, metrics)
     _write_viewer(folder)
-    return EvalSummary(metrics=metrics, folder=folder, resumed=len(rows))
+    return EnvEvalSummary(metrics=metrics, folder=folder, resumed=len(rows))
 
 
 def _write_viewer(folder: Path) -> None:
@@ -558,20 +558,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or any(a in ("-h", "--help", "help") for a in args):
         print("usage: python -m envs.eval <id | module:attr> [key=value ...]\n")
-        print(chz.Blueprint(EvalConfig).get_help())
+        print(chz.Blueprint(EnvEvalConfig).get_help())
         return 0 if args else 2
     if "=" not in args[0]:
         args = [f"env={args[0]}", *args[1:]]
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        config = training.parse_config(EvalConfig, args)
+        config = training.parse_config(EnvEvalConfig, args)
     except training.ConfigError as error:
         print(f"envs.eval: error: {error}", file=sys.stderr)
         return 2
     from envs.check import TargetError
 
     try:
-        summary = anyio.run(run_eval, config)
+        summary = anyio.run(run_env_eval, config)
     except (TargetError, KeyError, ValueError, TypeError) as error:
         print(f"envs.eval: error: {error}", file=sys.stderr)
         return 2

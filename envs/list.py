@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs.list", description="The envs installed here, one line each.")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args(argv)
-    from envs.gym import describe, installed_entries
+    from envs.gym._registry import describe, installed_entries
 
     entries = installed_entries()
     width = max((len(e.id) for e in entries), default=0)

@@ -11,6 +11,11 @@ end of input stops; ``/new`` abandons the episode and starts the next. ``--seed`
 episode (the next ones count up), ``--episodes`` how many to play, ``--env-args`` the id's keyword
 arguments as JSON, ``--show-logs`` the env's per-turn logs (diagnostics; they may give the game
 away).
+
+The cookbook's ``rl.play_w_env.play_env`` plays one token-level env through a hand-typed
+``TokenCompleter``; this goes through :class:`envs.gym.TextEnv` instead, so any installed id or
+``module:attr`` plays by name, only the new text of each turn is shown, and group rewards and
+stop reasons are reported as a rollout would.
 """
 
 from __future__ import annotations

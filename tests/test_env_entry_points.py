@@ -129,7 +129,7 @@ def test_unknown_id_is_one_line_error() -> None:
 
 def test_included_ids_are_declared_as_entry_points() -> None:
     """pyproject.toml declares exactly the included ids, with the same sources as ENTRIES."""
-    from envs.gym import ENTRIES, ENTRY_POINT_GROUP
+    from envs.gym._registry import ENTRIES, ENTRY_POINT_GROUP
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
     assert declared == {e.id: e.source for e in ENTRIES}

@@ -16,14 +16,14 @@ import pytest
 
 import training
 from backend import TINY
-from envs.eval import EPISODES_FILE, SUMMARY_FILE, EvalConfig, main, run_eval
+from envs.eval import EPISODES_FILE, SUMMARY_FILE, EnvEvalConfig, main, run_env_eval
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _config(tmp_path: Path, *args: str) -> EvalConfig:
+def _config(tmp_path: Path, *args: str) -> EnvEvalConfig:
     return training.parse_config(
-        EvalConfig, [f"model_name={TINY}", f"output={tmp_path}", "max_tokens=12", "progress=False", *args]
+        EnvEvalConfig, [f"model_name={TINY}", f"output={tmp_path}", "max_tokens=12", "progress=False", *args]
     )
 
 
@@ -33,7 +33,7 @@ def _rows(folder: Path) -> list[dict]:
 
 def test_embedded_model_writes_the_results_folder(tmp_path: Path) -> None:
     config = _config(tmp_path, "env=turngym/Math-v0", "n=3", "repeats=2", "temperature=0.7")
-    summary = anyio.run(run_eval, config)
+    summary = anyio.run(run_env_eval, config)
     rows = _rows(tmp_path)
     assert sorted((r["task"], r["repeat"]) for r in rows) == [(t, r) for t in range(3) for r in range(2)]
     for row in rows:
@@ -50,18 +50,18 @@ def test_embedded_model_writes_the_results_folder(tmp_path: Path) -> None:
 
 def test_resume_skips_finished_episodes_and_a_torn_line(tmp_path: Path) -> None:
     config = _config(tmp_path, "env=turngym/Math-v0", "n=4")
-    anyio.run(run_eval, config)
+    anyio.run(run_env_eval, config)
     rows = _rows(tmp_path)
     kept = [r for r in rows if r["task"] in (0, 2)]
     (tmp_path / EPISODES_FILE).write_text("".join(json.dumps(r) + "\n" for r in kept) + '{"task": 1, "rep')
-    summary = anyio.run(run_eval, config)
+    summary = anyio.run(run_env_eval, config)
     assert summary.resumed == 2
     again = _rows(tmp_path)
     assert sorted(r["task"] for r in again) == [0, 1, 2, 3]
     assert again[:2] == kept  # finished rows untouched, the torn line gone
     other = _config(tmp_path, "env=turngym/Math-v0", "n=4", "temperature=0.5")
     with pytest.raises(ValueError, match=r"holds another evaluation .*temperature"):
-        anyio.run(run_eval, other)
+        anyio.run(run_env_eval, other)
 
 
 def test_resume_after_kill_9(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def _rows_complete(path: Path) -> list[dict]:
 
 def test_extension_breaks_are_recorded_with_their_diff(tmp_path: Path) -> None:
     config = _config(tmp_path, "env=tests.broken_envs:RerenderingGroup", "n=2")
-    summary = anyio.run(run_eval, config)
+    summary = anyio.run(run_env_eval, config)
     assert summary.metrics["extension_breaks"] >= 2
     row = _rows(tmp_path)[0]
     broken = [t["break"] for t in row["transcript"] if "break" in t]
@@ -111,7 +111,7 @@ def test_openai_compatible_endpoint(tmp_path: Path) -> None:
         config = _config(
             tmp_path, "env=turngym/Math-v0", "n=16", "max_concurrency=16", f"base_url={server.base_url}"
         )
-        summary = anyio.run(run_eval, config)
+        summary = anyio.run(run_env_eval, config)
     finally:
         server.shutdown()
         server.server_close()

@@ -6,7 +6,7 @@
 - :func:`register_envs`: registers the ``turngym/...`` ids and those installed packages declare
   in the ``turngym.envs`` entry-point group (done on import of this package);
   ``gymnasium.make("turngym/Math-v0")`` then works. The env packages load only on ``make``.
-- :func:`installed_entries` / :func:`describe`: what is installed (``python -m envs.list``).
+  ``python -m envs.list`` lists what is installed.
 """
 
 from envs.gym._adapter import (
@@ -19,24 +19,13 @@ from envs.gym._adapter import (
     resolve_builder,
     stop_reason_of,
 )
-from envs.gym._registry import (
-    ENTRIES,
-    ENTRY_POINT_GROUP,
-    ENV_IDS,
-    EnvEntry,
-    LazyDatasetFactory,
-    describe,
-    env_source,
-    installed_entries,
-    register_envs,
-)
+from envs.gym._registry import ENTRIES, ENV_IDS, EnvEntry, LazyDatasetFactory, env_source, register_envs
 from envs.gym._text import TextEnv, UnicodeText
 
 register_envs()
 
 __all__ = [
     "ENTRIES",
-    "ENTRY_POINT_GROUP",
     "ENV_IDS",
     "TRUNCATION_REASONS",
     "EnvEntry",
@@ -47,9 +36,7 @@ __all__ = [
     "TokenEnv",
     "TokenObs",
     "UnicodeText",
-    "describe",
     "env_source",
-    "installed_entries",
     "is_truncation",
     "register_envs",
     "resolve_builder",
