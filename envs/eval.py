@@ -175,9 +175,11 @@ class _Policy:
             )
             return
         from tinker_cookbook.completers import TinkerTokenCompleter
+        from transformers.utils import logging as hf_logging
 
         from backend import make_service_client
 
+        hf_logging.disable_progress_bar()  # the local sampler's "Loading weights" bar
         kwargs: dict[str, Any] = {}
         if config.backend != "tinker" and config.checkpoint_root:
             kwargs["root"] = config.checkpoint_root
