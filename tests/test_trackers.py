@@ -58,6 +58,7 @@ def test_wandb_offline_run_gets_every_row(tmp_path: Path, monkeypatch: pytest.Mo
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert (run.project, run.display_name) == ("turngym-test", "toy-offline")
     config_keys = {i.key for r in records if r.WhichOneof("record_type") == "config" for i in r.config.update}
+    config_keys |= {i.key for i in run.config.update}  # an early update may ride in the run record
     assert {"model_name", "max_steps", "wandb_project"} <= config_keys
     history: dict[int, dict[str, Any]] = {}
     for r in records:
