@@ -413,7 +413,8 @@ def _prepare_folder(config: EnvEvalConfig) -> tuple[Path, list[dict[str, Any]]]:
 async def _play_task(
     source: Any, policy: _Policy, engine: Any, task: int, repeat: int, config: EnvEvalConfig, fallback: Any
 ) -> list[dict[str, Any]]:
-    """Play task ``task`` once: every env of its group; rows in slot order."""
+    """Play task ``task`` once: every env of its group, concurrently; rows in slot order."""
+    import anyio
     from tinker_cookbook.rl.types import Env
 
     from envs.gym import resolve_builder
@@ -428,12 +429,17 @@ async def _play_task(
         return [error_record({**key, "slot": 0}, error)]
     rows: list[dict[str, Any]] = []
     try:
-        results: list[Any] = []
-        for env in envs:
+        results: list[Any] = [None] * len(envs)
+
+        async def episode(slot: int) -> None:  # a group's envs play at once (they may talk to each other)
             try:
-                results.append(await run_episode(policy.for_env(env), env, engine))
+                results[slot] = await run_episode(policy.for_env(envs[slot]), envs[slot], engine)
             except Exception as error:
-                results.append(error)
+                results[slot] = error
+
+        async with anyio.create_task_group() as tg:
+            for slot in range(len(envs)):
+                tg.start_soon(episode, slot)
         done = [r for r in results if not isinstance(r, BaseException)]
         group: list[tuple[float, dict[str, Any]]] = [(0.0, {})] * len(results)
         if builder is not None and len(done) == len(results):

@@ -144,3 +144,14 @@ def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, ca
     assert main([*args, f"output={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_a_group_plays_every_env_with_env_args(tmp_path: Path) -> None:
+    config = _config(tmp_path, "env=turngym/Math-v0", "n=2", 'env_args={"group_size": 2}')
+    summary = anyio.run(run_env_eval, config)
+    rows = _rows(tmp_path)
+    assert sorted((r["task"], r["slot"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert summary.metrics["episodes"] == 4
+    # both envs of a group got the same problem (one builder)
+    by_task = {t: {"".join(r["transcript"][0]["ob"]) for r in rows if r["task"] == t} for t in (0, 1)}
+    assert all(len(v) == 1 for v in by_task.values())
