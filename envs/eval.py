@@ -558,7 +558,7 @@ def _write_viewer(folder: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``[<env>] key=value ...``, evaluate, print the summary; returns the exit status
-    (0 done, 2 bad command line or env, 1 failure)."""
+    (0 done, 2 bad command line or env, 1 every episode failed)."""
     import anyio
 
     import training
@@ -590,6 +590,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f" (resumed {summary.resumed})" if summary.resumed else "")
     )
     print(f"results: {summary.folder}")
+    if m["episodes"] and m["errors"] == m["episodes"]:
+        first = next((r for r in _read_rows(summary.folder / EPISODES_FILE) if r.get("error")), {})
+        print(f"envs.eval: error: every episode failed, e.g. {first.get('error', '?')}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -37,6 +38,7 @@ class ChatServer(ThreadingHTTPServer):
         self.renderer = load_renderer(None, model)
         self.client: Any = LocalServiceClient().create_sampling_client(base_model=model).result()
         self.lock = threading.Lock()
+        self.tokenizer_lock = threading.Lock()
         self.served = 0
         self.in_flight = 0
         self.peak = 0
@@ -52,14 +54,17 @@ class ChatServer(ThreadingHTTPServer):
             self.peak = max(self.peak, self.in_flight)
         try:
             messages = [{"role": m["role"], "content": m.get("content") or ""} for m in body["messages"]]
-            prompt = self.renderer.build_generation_prompt(messages)  # type: ignore[arg-type]
+            with self.tokenizer_lock:  # a fast tokenizer is not safe to share between threads
+                prompt = self.renderer.build_generation_prompt(messages)  # type: ignore[arg-type]
+                stop = self.renderer.get_stop_sequences()
             params = types.SamplingParams(
                 max_tokens=int(body.get("max_tokens") or 64),
                 temperature=float(body.get("temperature") or 0.0),
-                stop=self.renderer.get_stop_sequences(),
+                stop=stop,
             )
             seq = self.client.sample(prompt, 1, params).result().sequences[0]
-            message, _ok = self.renderer.parse_response(list(seq.tokens))
+            with self.tokenizer_lock:
+                message, _ok = self.renderer.parse_response(list(seq.tokens))
             content = get_text_content(message)
         finally:
             with self.lock:
@@ -103,6 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._send(200, self.server.complete(body))
         except Exception as error:
+            traceback.print_exc()
             self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
 
 

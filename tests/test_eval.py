@@ -126,9 +126,10 @@ def test_openai_compatible_endpoint(tmp_path: Path) -> None:
 def test_endpoint_refuses_a_token_level_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["tests.broken_envs:RerenderingGroup", f"output={tmp_path}", "base_url=http://127.0.0.1:9/v1",
                  "n=1", "progress=False"])  # fmt: skip
-    assert code == 0  # the failure is per episode: recorded, not a crash
+    assert code == 1  # every episode failed; each failure is recorded, not a crash
     row = _rows(tmp_path)[0]
     assert row["stop"] == "error" and "needs an envs.ChatEnv" in row["error"]
+    assert "every episode failed, e.g. TypeError: base_url plays message-level" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
