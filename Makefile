@@ -1,5 +1,5 @@
 # Both targets do all set-up first (idempotent): see scripts/setup.sh.
-.PHONY: setup train test test-deep lint integration
+.PHONY: setup train test test-deep test-browser lint integration
 
 setup:
 	bash scripts/setup.sh
@@ -9,6 +9,11 @@ train: setup
 
 test:
 	bash scripts/test.sh $(PYTEST_ARGS)
+
+# The results viewer in a real headless Chromium (installs chromium via apt and playwright-core via npm).
+test-browser:
+	bash scripts/setup_browser.sh
+	bash scripts/test.sh -m browser tests/test_viewer_browser.py $(PYTEST_ARGS)
 
 # Every hypothesis property test at ten times its examples, fresh random draws (tests/conftest.py).
 test-deep:

@@ -26,6 +26,8 @@ class OpenAICompatibleMessageCompleter(MessageCompleter):
         temperature: sampling temperature.
         timeout_s: HTTP timeout of one request.
         extra_body: extra JSON fields merged into every request.
+        max_connections: the HTTP client's connection pool (and keep-alive) size; callers that
+            keep N requests in flight pass N, so none waits on the pool (None: httpx's default, 100).
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class OpenAICompatibleMessageCompleter(MessageCompleter):
         temperature: float = 0.0,
         timeout_s: float = 60.0,
         extra_body: dict[str, Any] | None = None,
+        max_connections: int | None = None,
     ):
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -46,6 +49,7 @@ class OpenAICompatibleMessageCompleter(MessageCompleter):
         self.temperature = temperature
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body or {})
+        self.max_connections = max_connections
         self._client: Any = None
 
     def _http(self) -> Any:
@@ -54,7 +58,12 @@ class OpenAICompatibleMessageCompleter(MessageCompleter):
                 import httpx
             except ImportError:  # pragma: no cover
                 raise RuntimeError("the openai-compatible completer needs httpx: pip install httpx") from None
-            self._client = httpx.AsyncClient(timeout=self.timeout_s)
+            limits = (
+                httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+                if self.max_connections
+                else httpx.Limits(max_connections=100, max_keepalive_connections=20)
+            )
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits)
         return self._client
 
     def request_body(self, messages: list[Message]) -> dict[str, Any]:

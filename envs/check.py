@@ -1,6 +1,7 @@
 """``python -m envs.check module:Builder`` — the env conformance checker from the command line.
 
-The target is a registered id (``turngym/Math-v0``) or ``module:attribute`` (the attribute may be
+The target is an installed env id (``turngym/Math-v0``, or one an installed package declares in
+the ``turngym.envs`` entry-point group; ``python -m envs.list`` lists them) or ``module:attribute`` (the attribute may be
 dotted) naming one of:
 
 - an ``EnvGroupBuilder`` instance, or a builder class constructible with no arguments,
@@ -44,13 +45,14 @@ def _instantiate(cls: type, what: str) -> Any:
 
 
 def load_target(spec: str) -> Any:
-    """Import ``module:attribute`` (or take a ``turngym/...`` id) and turn it into an env source
-    for :func:`check_conformance`."""
-    if spec.startswith("turngym/") and ":" not in spec:
+    """Import ``module:attribute`` (or take an installed env id, ``turngym/Math-v0`` or one a
+    package declares, see ``python -m envs.list``) and turn it into an env source for
+    :func:`check_conformance`."""
+    if ":" not in spec and "/" in spec:
         from envs.gym import ENV_IDS, env_source
 
         if spec not in ENV_IDS:
-            raise TargetError(f"unknown id {spec!r}; registered: {', '.join(ENV_IDS)}")
+            raise TargetError(f"unknown id {spec!r}; installed: {', '.join(ENV_IDS)}")
         return env_source(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -110,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "target",
-        help="module:attribute naming an EnvGroupBuilder, RLDataset(Builder) or env factory; or a turngym/ id",
+        help="module:attribute naming an EnvGroupBuilder, RLDataset(Builder) or env factory; or an installed env id",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (for CI)")
     parser.add_argument("--examples", type=int, default=40, help="hypothesis-drawn episodes (default 40)")

@@ -1,208 +1,167 @@
-"""Take a seat yourself: ``python -m envs.play <game> [--seat N] [--opponent NAME] [--games K]``.
+"""``python -m envs.play <id | module:attr>``: play an env yourself, in the terminal.
 
-A person plays one seat of a multi-seat game in the terminal (what the seat is told is printed; a
-line typed is its move) against a scripted player, the base model, or a checkpoint::
+You are the policy: the env's messages are shown (the decoded tokens it appended, chat template
+included), you type the assistant's reply, and it is sent as one turn exactly as a model that
+stopped cleanly would have produced it (tokenised with the env's tokenizer, end-of-turn appended;
+see :class:`envs.gym.TextEnv`). Each turn shows its reward and the env's metrics and logs; the
+episode ends with its stop reason and return, then the next episode starts.
 
-    python -m envs.play tictactoe                          # you are X against the base model
-    python -m envs.play tictactoe --seat 1 --opponent optimal
-    python -m envs.play tictactoe --opponent runs/tictactoe/default   # the run's final checkpoint
-    python -m envs.play tictactoe --opponent local://<model_id>/sampler_weights/<name> --root <run>/checkpoints
+Typing: a line ending in ``\\`` continues on the next line (a multi-line reply); ``/quit`` or
+end of input stops; ``/new`` abandons the episode and starts the next. ``--seed`` picks the first
+episode (the next ones count up), ``--episodes`` how many to play, ``--env-args`` the id's keyword
+arguments as JSON, ``--show-logs`` the env's per-turn logs (diagnostics; they may give the game
+away).
 
-It runs the same game loop as training (``envs.seats``), so a model seat sees exactly the tokens it
-would see there. Input also comes from a pipe (``printf '5\\n1\\n' | python -m envs.play ...``);
-when the input ends, the game ends (``seat_error``). Games are registered in :data:`GAMES`.
+The cookbook's ``rl.play_w_env.play_env`` plays one token-level env through a hand-typed
+``TokenCompleter``; this goes through :class:`envs.gym.TextEnv` instead, so any installed id or
+``module:attr`` plays by name, only the new text of each turn is shown, and group rewards and
+stop reasons are reported as a rollout would.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import anyio
-from tinker_cookbook.completers import MessageCompleter
-from tinker_cookbook.renderers import Message, get_text_content
+__all__ = ["main", "play"]
 
-from envs.seats import Game, GameRecord, Player, Seat, SeatedGroupBuilder
+QUIT, NEW = "/quit", "/new"
 
 
-@dataclass(frozen=True)
-class PlayableGame:
-    """What ``envs.play`` needs of a game."""
-
-    make_game: Callable[[random.Random], Game]
-    scripted: Callable[[str, random.Random], MessageCompleter]
-    """A scripted opponent by name (raises ``ValueError`` for an unknown name)."""
-    scripted_names: tuple[str, ...]
-    max_tokens: int = 8
-    """Sampling budget of a model seat."""
-
-
-def _tictactoe() -> PlayableGame:
-    from envs.tictactoe.builders import OPPONENTS, make_opponent
-    from envs.tictactoe.env import TicTacToeGame
-
-    return PlayableGame(lambda rng: TicTacToeGame(), make_opponent, OPPONENTS, max_tokens=6)
-
-
-GAMES: dict[str, Callable[[], PlayableGame]] = {"tictactoe": _tictactoe}
-"""Playable games by name (a factory each, imported on use)."""
+def _read_reply(ask: Callable[[str], str]) -> str | None:
+    """One reply (``\\``-continued lines joined by newlines); None at end of input or ``/quit``."""
+    lines: list[str] = []
+    prompt = "you> "
+    while True:
+        try:
+            line = ask(prompt)
+        except EOFError:
+            return None
+        if not lines and line.strip() == QUIT:
+            return None
+        if line.endswith("\\"):
+            lines.append(line[:-1])
+            prompt = "...> "
+            continue
+        lines.append(line)
+        return "\n".join(lines)
 
 
-class HumanPlayer(MessageCompleter):
-    """A person at a terminal: prints what the seat was told since its last move, reads one line."""
-
-    def __init__(self, read: Callable[[], str], write: TextIO) -> None:
-        self.read = read
-        self.write = write
-        self.seen = 0
-
-    async def __call__(self, messages: list[Message]) -> Message:
-        for m in messages[self.seen :]:
-            if m["role"] != "assistant":
-                print(f"\n{get_text_content(m)}", file=self.write)
-        self.seen = len(messages) + 1
-        print("> ", end="", file=self.write, flush=True)
-        line = await anyio.to_thread.run_sync(self.read)
-        if not line:
-            raise EOFError("no more input")
-        return {"role": "assistant", "content": line.strip()}
-
-
-def _read_line(stream: TextIO) -> Callable[[], str]:
-    return stream.readline
-
-
-async def model_player(
-    opponent: str, model: str, root: Path | None, max_tokens: int, temperature: float
-) -> Player:
-    """The base model (``base``), a run folder's final checkpoint, or a sampler path, as a seat."""
-    from tinker_cookbook.completers import TinkerTokenCompleter
-
-    from backend import make_service_client
-    from backend.model import register_tokenizers
-
-    register_tokenizers()
-    if opponent == "base":
-        service: Any = make_service_client("local", root=root)
-        client = await service.create_sampling_client_async(base_model=model)
-    else:
-        path = opponent
-        folder = Path(opponent)
-        if folder.is_dir():  # a run folder: its last checkpoint with sampler weights
-            records = [
-                json.loads(x) for x in (folder / "checkpoints.jsonl").read_text().splitlines() if x.strip()
-            ]
-            path = next((r["sampler_path"] for r in reversed(records) if r.get("sampler_path")), "")
-            if not path:
-                raise SystemExit(f"error: {folder} has no checkpoint with sampler weights")
-            root = root or folder / "checkpoints"
-        service = make_service_client("local", root=root)
-        client = await service.create_sampling_client_async(model_path=path)
-    return TinkerTokenCompleter(client, max_tokens=max_tokens, temperature=temperature)
-
-
-def describe(record: GameRecord, seat: int) -> str:
-    """One line: the result for the person's seat."""
-    mine = record.seats[seat]
-    results = [
-        k.rsplit("/", 1)[-1]
-        for k, v in mine.metrics.items()
-        if v == 1.0 and k.endswith(("/win", "/draw", "/loss"))
-    ]
-    result = results[0] if results else ("error" if not record.ok else f"reward {mine.reward:+.2f}")
-    why = f" ({record.error.error_type}: {record.error.error_message})" if record.error else ""
-    return f"game over: {result}; stop: {record.stop_reason}{why}; moves: {record.moves}"
-
-
-async def play(
-    name: str,
+def play(
+    env: Any,
     *,
-    seat: int,
-    opponent: str,
-    games: int,
-    seed: int,
-    model: str,
-    root: Path | None,
-    temperature: float,
-    stdin: TextIO,
-    stdout: TextIO,
-) -> list[GameRecord]:
-    """Play ``games`` games with a person on ``seat``; return their records."""
-    spec = GAMES[name]()
-    renderer_model = model
-    if opponent in spec.scripted_names:
-        other = Seat.pinned(opponent, partial(spec.scripted, opponent))
-    else:
-        other = Seat.pinned(opponent, await model_player(opponent, model, root, spec.max_tokens, temperature))
-    from renderers_ext import load_renderer
+    seed: int = 0,
+    episodes: int = 1,
+    show_logs: bool = False,
+    ask: Callable[[str], str] | None = None,
+    console: Any = None,
+) -> list[float]:
+    """Play ``episodes`` episodes of the text env ``env`` (a :class:`envs.gym.TextEnv`) with replies
+    read by ``ask`` (default :func:`input`); return the episodes' returns. The env's logs (diagnostics that may give the
+    game away, e.g. a secret word) are shown only with ``show_logs``."""
+    from rich.console import Console
+    from rich.markup import escape
 
-    renderer = load_renderer(None, renderer_model)
-    human = Seat.pinned("you", HumanPlayer(_read_line(stdin), stdout))
-    n = len(spec.make_game(random.Random(0)).roles)
-    if not 0 <= seat < n:
-        raise SystemExit(f"error: --seat must be 0..{n - 1}")
-    records = []
-    for g in range(games):
-        seats = tuple(human if i == seat else other for i in range(n))
-        builder = SeatedGroupBuilder(
-            make_game=spec.make_game, renderer=renderer, seats=seats, games=1, seed=seed + g
-        )
-        assert isinstance(human.player, HumanPlayer)
-        human.player.seen = 0
-        record = await builder.play_one(0, None)
-        print(f"\n{describe(record, seat)}", file=stdout, flush=True)
-        records.append(record)
-        if not record.ok:
-            break
-    return records
+    out = console or Console(highlight=False)
+    ask = ask or input
+    returns: list[float] = []
+    for episode in range(episodes):
+        text, _info = env.reset(seed=seed + episode)
+        out.rule(f"episode {episode + 1} (seed {seed + episode})")
+        out.print(f"[dim]{escape(text)}[/dim]")
+        total, turn = 0.0, 0
+        while True:
+            reply = _read_reply(ask)
+            if reply is None:
+                out.print(f"[bold]quit[/bold] after {turn} turns, return so far {total:.3g}")
+                return returns
+            if reply.strip() == NEW:
+                out.print("[bold]episode abandoned[/bold]")
+                break
+            _obs, reward, terminated, truncated, info = env.step(reply)
+            turn += 1
+            total += float(reward)
+            meta = {k: v for k, v in info.get("metrics", {}).items() if not k.startswith("stop/")}
+            line = f"turn {turn}: reward {float(reward):.3g}"
+            if meta:
+                line += " · " + ", ".join(f"{k}={v:.3g}" for k, v in meta.items())
+            if show_logs and info.get("logs"):
+                line += " · " + ", ".join(f"{k}={v}" for k, v in info["logs"].items())
+            out.print(f"[cyan]{escape(line)}[/cyan]")
+            if terminated or truncated:
+                total = float(info.get("episode_return", total)) + float(info.get("group_reward", 0.0) or 0.0)
+                out.print(
+                    f"[bold]episode over[/bold]: stop {info.get('stop_reason') or '?'}, "
+                    f"return {total:.3g}, {turn} turns"
+                )
+                returns.append(total)
+                break
+            out.print(f"[dim]{escape(info.get('new_text', ''))}[/dim]")
+    return returns
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse the arguments and play; exit status 0 unless the arguments are wrong."""
-    from backend.model import SMOLLM2
+def _make(target: str, env_args: dict[str, Any]) -> Any:
+    import gymnasium as gym
 
-    parser = argparse.ArgumentParser(
-        prog="python -m envs.play", description="Take a seat in a multi-seat game."
-    )
-    parser.add_argument("game", choices=sorted(GAMES))
-    parser.add_argument("--seat", type=int, default=0, help="your seat (0 moves first)")
-    parser.add_argument(
-        "--opponent",
-        default="base",
-        help="a scripted player (tictactoe: random, optimal), 'base' (the base model), a run folder or a sampler path",
-    )
-    parser.add_argument("--games", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", default=SMOLLM2, help="the model (base, and its tokenizer)")
-    parser.add_argument("--root", type=Path, default=None, help="checkpoint root of a local:// sampler path")
-    parser.add_argument("--temperature", type=float, default=0.0)
-    ns = parser.parse_args(argv)
+    from envs.gym import ENV_IDS, TextEnv, TokenEnv
+
+    if ":" not in target and target in ENV_IDS:
+        return TextEnv(gym.make(target, **env_args))
+    if env_args:
+        raise ValueError("--env-args applies to an installed env id only")
+    from envs.check import load_target
+
+    return TextEnv(TokenEnv(load_target(target)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Play from the command line; returns the exit status (2 on a bad target).
+
+    A multi-seat game's name (``envs.seats.play.GAMES``, e.g. ``tictactoe``) takes a seat against
+    a scripted player or a model instead (:mod:`envs.seats.play`)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and not args_list[0].startswith("-"):
+        from envs.seats.play import GAMES
+        from envs.seats.play import main as play_seat
+
+        if args_list[0] in GAMES:
+            return play_seat(args_list)
+    parser = argparse.ArgumentParser(prog="python -m envs.play", description="Play an env yourself in the terminal.")
+    parser.add_argument("target", help="an installed env id (python -m envs.list) or module:attribute")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    parser.add_argument("--episodes", type=int, default=1, help="episodes to play")
+    parser.add_argument("--env-args", default="{}", help="JSON keyword arguments for the id's source")
+    parser.add_argument("--show-logs", action="store_true", help="show the env's per-turn logs (may spoil the game)")
+    args = parser.parse_args(args_list)
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from backend.model import register_tokenizers
+    from envs.check import TargetError
 
     register_tokenizers()
-    anyio.run(
-        lambda: play(
-            ns.game,
-            seat=ns.seat,
-            opponent=ns.opponent,
-            games=ns.games,
-            seed=ns.seed,
-            model=ns.model,
-            root=ns.root,
-            temperature=ns.temperature,
-            stdin=sys.stdin,
-            stdout=sys.stdout,
-        )
-    )
+    try:
+        env_args = json.loads(args.env_args)
+        if not isinstance(env_args, dict):
+            raise ValueError(f"--env-args must be a JSON object, got {args.env_args!r}")
+        env = _make(args.target, env_args)
+    except (TargetError, ValueError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        returns = play(env, seed=args.seed, episodes=args.episodes, show_logs=args.show_logs)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        env.close()
+    if returns:
+        print(f"returns: {', '.join(f'{r:.3g}' for r in returns)}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -19,6 +19,8 @@ Abstractions:
   ``trajectory_to_data`` by default; std normalisation and per-turn discounting as options);
   :func:`is_constant_group` / :func:`informative_groups`: the one constant-reward filter.
 - :func:`write_jsonl` / :func:`write_html`: per-trajectory records and escaped transcripts.
+- :class:`ExtensionTracker` and :func:`apply_compaction`: the engine's per-turn extension check and
+  compaction, for a loop of your own that drives several token histories (multi-seat games, ``envs.seats``).
 - :class:`SampleCall`: with ``EngineConfig.seed`` set, the engine hands every policy call its
   place (seed, group, slot, attempt, turn) as ``call=``, from which the policy seeds its request
   (``training.SeededTokenCompleter``: the training loop's per-call seeds).

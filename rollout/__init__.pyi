@@ -12,6 +12,9 @@ from ._compaction import (
 from ._compaction import (
     SupportsCompaction as SupportsCompaction,
 )
+from ._compaction import (
+    apply_compaction as apply_compaction,
+)
 from ._config import (
     AdvantageConfig as AdvantageConfig,
 )
@@ -50,6 +53,9 @@ from ._engine import (
 )
 from ._extension import (
     ExtensionBreak as ExtensionBreak,
+)
+from ._extension import (
+    ExtensionTracker as ExtensionTracker,
 )
 from ._logs import (
     write_html as write_html,

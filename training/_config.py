@@ -253,6 +253,11 @@ class Config:
     """Local backend: resumable checkpoints kept on disk (older ones are deleted; 0 keeps all)."""
     progress: bool = True
     """Show a progress bar (rich)."""
+    wandb_project: str | None = None
+    """Also log every metrics and eval row to Weights & Biases (and the cookbook's other trackers
+    when installed) through the cookbook's ``ml_log``, names unchanged; None: no tracker."""
+    wandb_name: str | None = None
+    """The tracker run's display name (None: the tracker picks one)."""
     resume: bool = True
     """Continue from the last checkpoint in ``log_path`` (False: refuse a non-empty folder)."""
 

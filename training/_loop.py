@@ -57,6 +57,7 @@ from training._rollouts import (
     to_datums,
     without_mask,
 )
+from training._trackers import Trackers
 from training._transcripts import write_transcripts
 from training._warm_start import check_scripted_episodes, scripted_warm_start
 
@@ -366,9 +367,13 @@ async def train_async(
     log_path = Path(config.log_path).expanduser().resolve()
     log_path.mkdir(parents=True, exist_ok=True)
     handler = _setup_file_logging(log_path)
+    run: _Run | None = None
     try:
-        return await _Run(config, log_path, dataset_builder, warm_start, t0).run()
+        run = _Run(config, log_path, dataset_builder, warm_start, t0)
+        return await run.run()
     finally:
+        if run is not None:
+            run.trackers.close()
         logging.getLogger().removeHandler(handler)
         handler.close()
 
@@ -406,6 +411,7 @@ class _Run:
         )
         self.warned_no_datum = False
         self.warm_start_planned = False
+        self.trackers = Trackers(None, None, log_path, None)  # opened in run(), once the folder is checked
 
     # ------------------------------------------------------------------ set-up
     def _resume_point(self) -> ckpt.CheckpointRecord | None:
@@ -454,6 +460,7 @@ class _Run:
         if warm_start is None and config.warm_start.episodes > 0 and record is None:
             warm_start = scripted_warm_start(builder, config, self._rollout_config())
         write_json_atomic(log_path / CONFIG_FILE, config.to_json())
+        self.trackers = Trackers(config.wandb_project, config.wandb_name, log_path, config)
 
         register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
@@ -641,7 +648,7 @@ class _Run:
         metrics["time/sampler_update"] = time.monotonic() - t_sync
         metrics["time/step"] = time.monotonic() - t_step + wait_seconds
         metrics["time/elapsed"] = time.monotonic() - self.t0
-        self.metrics_log.append(step, metrics)
+        self.trackers.log(step, self.metrics_log.append(step, metrics))
         self._plot()
         assert self.display is not None
         self.display.step_done(step, metrics)
@@ -764,6 +771,7 @@ class _Run:
         metrics.update(figures)
         metrics["time"] = time.monotonic() - t
         row = self.eval_log.append(step, {STAGE_KEY: stage, **{f"eval/{k}": v for k, v in metrics.items()}})
+        self.trackers.log(step, row)
         untrained_before_warm_start = stage == STAGE_UNTRAINED and self.warm_start_planned
         write_transcripts(
             self.log_path

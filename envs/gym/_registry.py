@@ -1,8 +1,21 @@
-"""The ``turngym/...`` gymnasium ids, registered lazily.
+"""The TurnGym gymnasium ids, registered lazily, found by name through Python entry points.
+
+An installed package declares its ids in the entry-point group ``turngym.envs`` (see
+:data:`ENTRY_POINT_GROUP`): the entry's name is the gymnasium id, its value the ``module:function``
+*source* (called with the id's keyword arguments, it returns an env builder, dataset or factory)::
+
+    [project.entry-points."turngym.envs"]
+    "myenv/Echo-v0" = "my_env:echo_source"
+
+So ``pip install my-env`` makes ``myenv/Echo-v0`` usable in every CLI (``envs.check``,
+``envs.eval``, ``envs.play``, ``envs.list``) and in ``gymnasium.make`` once :mod:`envs.gym` is
+imported, without importing ``my_env`` itself. TurnGym's own ids are declared the same way in its
+``pyproject.toml``; :data:`ENTRIES` keeps their descriptions, and stands in for the entry points
+when TurnGym runs from a checkout whose installed metadata predates them.
 
 Registering costs nothing: every id points at the string entry point ``envs.gym._registry:make_env``
-with the id's *source* (``module:function``) in its kwargs, so an env package is imported only
-when ``gymnasium.make`` is called; an id is registered only when its package is present
+with the id's *source* in its kwargs, so an env package is imported only when ``gymnasium.make``
+is called; an included id is registered only when its package is present
 (``importlib.util.find_spec``, no import).
 
 Keyword arguments of ``gymnasium.make`` besides ``render_mode`` and ``max_tokens`` go to the source function
@@ -13,7 +26,9 @@ gives the same source without gymnasium (the conformance checker and the fuzz be
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +37,13 @@ import gymnasium as gym
 from envs.gym._adapter import EnvSource, TokenEnv, resolve_builder
 
 NAMESPACE = "turngym"
-"""Namespace of every TurnGym id."""
+"""Namespace of every id included with TurnGym."""
+ENTRY_POINT_GROUP = "turngym.envs"
+"""The entry-point group an env package declares its ids in (name: id, value: ``module:function``)."""
+INCLUDED = "turngym"
+"""The :attr:`EnvEntry.package` of the ids included with TurnGym."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +61,8 @@ class EnvEntry:
     nondeterministic: bool = False
     """Same seed and actions may give different ``info`` (e.g. judge latency and cache hits);
     gymnasium's ``check_env`` then skips its step-determinism check."""
+    package: str = INCLUDED
+    """The distribution that declares the id (:data:`INCLUDED` for TurnGym's own)."""
 
 
 ENTRIES: tuple[EnvEntry, ...] = (
@@ -92,6 +115,44 @@ ENTRIES: tuple[EnvEntry, ...] = (
 ENV_IDS: list[str] = []
 """The ids registered in this process (those whose env package is present)."""
 
+_INSTALLED: list[EnvEntry] = []
+
+
+def _from_entry_points() -> list[EnvEntry]:
+    """The ids of the installed ``turngym.envs`` entry points that :data:`ENTRIES` does not hold
+    (a bad name or a clash with an included id is skipped with a warning)."""
+    from gymnasium.envs.registration import parse_env_id
+
+    included = {e.id: e for e in ENTRIES}
+    found: list[EnvEntry] = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        package = ep.dist.name if ep.dist is not None else "?"
+        if ep.name in included:
+            if ep.value != included[ep.name].source:
+                logger.warning("%s: id %r is TurnGym's own; the entry point is ignored", package, ep.name)
+            continue
+        if ":" not in ep.value:
+            logger.warning("%s: entry point %r: expected module:function, got %r", package, ep.name, ep.value)
+            continue
+        try:
+            parse_env_id(ep.name)
+        except Exception as error:
+            logger.warning("%s: entry point %r is not a gymnasium id (%s)", package, ep.name, error)
+            continue
+        if any(e.id == ep.name for e in found):
+            logger.warning("%s: id %r is declared twice; the first is kept", package, ep.name)
+            continue
+        found.append(EnvEntry(ep.name, ep.value, ep.module, "", package=package))
+    return found
+
+
+def installed_entries(*, refresh: bool = False) -> list[EnvEntry]:
+    """Every id available here: the included ones whose package is present, then those the installed
+    packages declare in :data:`ENTRY_POINT_GROUP` (read once; ``refresh`` reads them again)."""
+    if refresh or not _INSTALLED:
+        _INSTALLED[:] = [e for e in ENTRIES if _present(e.requires)] + _from_entry_points()
+    return list(_INSTALLED)
+
 
 def _present(module: str) -> bool:
     try:
@@ -101,11 +162,10 @@ def _present(module: str) -> bool:
 
 
 def register_envs() -> list[str]:
-    """Register every available ``turngym/...`` id with gymnasium (idempotent); return them."""
-    for entry in ENTRIES:
+    """Register every available id (included or declared by an installed package) with gymnasium
+    (idempotent); return them."""
+    for entry in installed_entries():
         if entry.id not in gym.registry:
-            if not _present(entry.requires):
-                continue
             gym.register(
                 id=entry.id,
                 entry_point="envs.gym._registry:make_env",
@@ -118,11 +178,23 @@ def register_envs() -> list[str]:
 
 
 def _entry(env_id: str) -> EnvEntry:
-    for entry in ENTRIES:
+    for entry in installed_entries():
         if entry.id == env_id:
             return entry
-    known = ", ".join(e.id for e in ENTRIES)
-    raise KeyError(f"unknown TurnGym id {env_id!r}; known: {known}")
+    known = ", ".join(e.id for e in installed_entries())
+    raise KeyError(f"unknown env id {env_id!r}; installed: {known}")
+
+
+def describe(entry: EnvEntry) -> str:
+    """One line about ``entry``: its description, else the first line of its source's docstring
+    (imports the source's module)."""
+    if entry.description:
+        return entry.description
+    try:
+        doc = (_load(entry.source).__doc__ or "").strip()
+    except Exception as error:
+        return f"(cannot import {entry.source}: {type(error).__name__}: {error})"
+    return doc.splitlines()[0] if doc else ""
 
 
 def _load(spec: str) -> Any:
