@@ -1,5 +1,8 @@
 """Public names of ``rollout`` (read by type checkers; imported lazily at run time by ``lazy_loader``)."""
 
+from ._call import (
+    SampleCall as SampleCall,
+)
 from ._compaction import (
     METRIC_COMPACTION as METRIC_COMPACTION,
 )
@@ -32,9 +35,6 @@ from ._config import (
 )
 from ._config import (
     StrategyKind as StrategyKind,
-)
-from ._call import (
-    SampleCall as SampleCall,
 )
 from ._datums import (
     Assembled as Assembled,
