@@ -856,8 +856,8 @@ def remove_folder(folder: str) -> str | None:
     from. No recursion and one open folder at a time: any depth, any file kind and mode.
     """
     parent, name = os.path.split(os.path.abspath(folder))
-    try:
-        top = os.open(parent, _DIR_FLAGS)
+    try:  # the parent is the caller's (tmp_dir): trusted, links in it followed
+        top = os.open(os.path.realpath(parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         return f"could not open {parent}: {e.strerror}"
     try:
