@@ -120,12 +120,12 @@ def _make(target: str, env_args: dict[str, Any]) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Play from the command line; returns the exit status (2 on a bad target).
 
-    A multi-seat game's name (``envs.seats.play.GAMES``, e.g. ``tictactoe``) takes a seat against
-    a scripted player or a model instead (:mod:`envs.seats.play`)."""
+    A multi-seat game's name (``envs.play_seat.GAMES``, e.g. ``tictactoe``) takes a seat against
+    a scripted player or a model instead (:mod:`envs.play_seat`)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and not args_list[0].startswith("-"):
-        from envs.seats.play import GAMES
-        from envs.seats.play import main as play_seat
+        from envs.play_seat import GAMES
+        from envs.play_seat import main as play_seat
 
         if args_list[0] in GAMES:
             return play_seat(args_list)

@@ -1,4 +1,4 @@
-"""``python -m envs.play <game>`` (envs.seats.play): a person takes a seat (input piped here), against scripted and model seats."""
+"""``python -m envs.play <game>`` (envs.play_seat): a person takes a seat (input piped here), against scripted and model seats."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import anyio
 
-from envs.seats.play import play
+from envs.play_seat import play
 
 
 def _play(moves: str, **kw):
