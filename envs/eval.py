@@ -58,8 +58,6 @@ EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 EVAL_FILES = (CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE)
 """The files of a results folder (besides the viewer page)."""
-DIFF_WINDOW = 24
-"""Tokens of context shown on each side of an extension break's divergence."""
 _RESUME_IGNORES = ("output", "max_concurrency", "progress", "api_key_env", "timeout_s")
 """Config keys that may change between a killed run and its resumption."""
 
@@ -214,84 +212,34 @@ def _tokenizer_of(env: Any, fallback: Any) -> Any:
     return getattr(renderer, "tokenizer", None) or fallback()
 
 
-def _pieces(tokenizer: Any, tokens: Sequence[int]) -> list[str]:
-    """Each token decoded on its own (the token boundaries of the transcript)."""
-    try:
-        return tokenizer.batch_decode([[t] for t in tokens])
-    except Exception:
-        return [f"<{t}>" for t in tokens]
-
-
-def _decode(tokenizer: Any, tokens: Sequence[int]) -> str:
-    try:
-        return tokenizer.decode(list(tokens))
-    except Exception:
-        return f"<{len(tokens)} tokens>"
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def episode_record(
     key: dict[str, int], tokenizer: Any, traj: Any, stats: Any, group_reward: float, group_metrics: dict[str, Any]
 ) -> dict[str, Any]:
-    """One episode as a JSON-ready row: outcome, metrics and the transcript (per turn the new
-    observation tokens and the action tokens, decoded one by one, and the diff of a break)."""
-    from tinker_cookbook.rl.types import STOP_METRIC_PREFIX
-
+    """One episode as a JSON-ready row (:func:`training._episodes.episode_row`), with the engine's
+    own account of its breaks, stop reason and sampled tokens, and the env's fault (the last
+    ``turngym/fault/*`` metric)."""
     from envs.core import METRIC_FAULT_PREFIX
+    from training._episodes import episode_row
 
-    metrics: dict[str, float] = {}
-    turns: list[dict[str, Any]] = []
-    seen: list[int] = []
-    faults: list[str] = []
-    unexpected = {b.turn for b in stats.breaks if not b.expected}
-    for i, t in enumerate(traj.transitions):
-        ob = t.ob.to_ints()
-        row: dict[str, Any] = {}
-        if ob[: len(seen)] == seen:
-            new = ob[len(seen) :]
-        else:
-            k = next((j for j, (a, b) in enumerate(zip(seen, ob, strict=False)) if a != b), min(len(seen), len(ob)))
-            row["break"] = {
-                "at": k,
-                "expected": i not in unexpected,
-                "before": _decode(tokenizer, seen[max(0, k - DIFF_WINDOW) : k]),
-                "was": _decode(tokenizer, seen[k : k + DIFF_WINDOW]),
-                "now": _decode(tokenizer, ob[k : k + DIFF_WINDOW]),
-            }
-            new = ob
-        ac = list(t.ac.tokens)
-        row.update(ob=_pieces(tokenizer, new), ac=_pieces(tokenizer, ac), reward=_finite(t.reward))
-        step_metrics = {k: _finite(v) for k, v in t.metrics.items() if not k.startswith(STOP_METRIC_PREFIX)}
-        if step_metrics:
-            row["metrics"] = step_metrics
-        if t.logs:
-            row["logs"] = {k: str(v) for k, v in t.logs.items()}
-        for name, value in t.metrics.items():
-            if name.startswith(METRIC_FAULT_PREFIX) and value:
-                faults.append(name[len(METRIC_FAULT_PREFIX) :])
-            if not name.startswith(STOP_METRIC_PREFIX) and isinstance(value, int | float):
-                metrics[name] = metrics.get(name, 0.0) + float(value)
-        turns.append(row)
-        seen = ob + ac
-    total = float(sum(t.reward for t in traj.transitions)) + group_reward
-    return {
-        **key,
-        "reward": _finite(total),
-        "stop": str(stats.stop_reason or traj.stop_reason or ""),
-        "fault": faults[-1] if faults else "",
-        "breaks": len(unexpected),
-        "expected_breaks": sum(1 for b in stats.breaks if b.expected),
-        "turns": len(traj.transitions),
-        "sampled_tokens": stats.sampled_tokens,
-        "seconds": round(stats.elapsed_s, 3),
-        "metrics": {k: _finite(v) for k, v in {**metrics, **group_metrics}.items()},
-        "transcript": turns,
-    }
+    row = episode_row(
+        key,
+        tokenizer,
+        traj,
+        group_reward=group_reward,
+        group_metrics=group_metrics,
+        unexpected_breaks={b.turn for b in stats.breaks if not b.expected},
+        stop_reason=stats.stop_reason,
+        sampled_tokens=stats.sampled_tokens,
+        seconds=stats.elapsed_s,
+    )
+    faults = [
+        name[len(METRIC_FAULT_PREFIX) :]
+        for t in traj.transitions
+        for name, value in t.metrics.items()
+        if name.startswith(METRIC_FAULT_PREFIX) and value
+    ]
+    row["fault"] = faults[-1] if faults else ""
+    return row
 
 
 def error_record(key: dict[str, int], error: BaseException) -> dict[str, Any]:
@@ -358,15 +306,6 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 break
     return rows
-
-
-def _append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Append rows durably, in one write (a group is written whole or not at all)."""
-    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    with path.open("a", encoding="utf-8") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -472,6 +411,7 @@ async def run_env_eval(config: EnvEvalConfig) -> EnvEvalSummary:
     from envs.check import load_target
     from envs.gym import ENV_IDS, env_source
     from rollout import EngineConfig, ExtensionCheck, RolloutLimits, Strategy
+    from training._episodes import append_rows
 
     register_tokenizers()
     args = config._env_args()
@@ -524,7 +464,7 @@ async def run_env_eval(config: EnvEvalConfig) -> EnvEvalSummary:
             async def one(task: int, repeat: int) -> None:
                 async with limiter:
                     new = await _play_task(source, policy, engine, task, repeat, config, fallback)
-                _append_rows(folder / EPISODES_FILE, new)
+                append_rows(folder / EPISODES_FILE, new)
                 all_rows.extend(new)
                 m = summarize_records(all_rows)
                 progress.update(

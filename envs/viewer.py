@@ -11,7 +11,8 @@ training run folders (``metrics.jsonl``, ``eval.jsonl``, ``transcripts/``). The 
   expands an episode's transcript: each turn's new observation and action with every token
   boundary marked, the turn's reward, metrics and logs, and for a break the decoded diff at the
   divergence (context, the tokens expected, the tokens observed);
-- for a training run, links to its per-step HTML transcripts.
+- for a training run, its held-out episodes (``eval_episodes.jsonl``, written by the training loop
+  at each evaluation; filterable by evaluation step too) and links to its per-step HTML transcripts.
 
 The transcripts travel gzip-compressed (base64) inside the page and are inflated by the browser's
 ``DecompressionStream`` on the first expansion, so a page stays small (a 1,000-episode evaluation
@@ -137,10 +138,45 @@ def _svg_histogram(title: str, values: Sequence[float], bins: int = 20) -> str:
 
 
 # --------------------------------------------------------------------------- the run's data
+def _dedup(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last row of each episode key (a resumed training run re-evaluates a step), sorted."""
+    last: dict[tuple[int, ...], dict[str, Any]] = {}
+    for r in rows:
+        last[(r.get("step", 0), r.get("task", 0), r.get("repeat", 0), r.get("slot", 0))] = r
+    return [last[k] for k in sorted(last)]
+
+
+def _fault(row: dict[str, Any]) -> str:
+    """The episode's fault: the row's own, else the last ``turngym/fault/*`` metric it summed."""
+    if "fault" in row:
+        return str(row["fault"])
+    from envs.core import METRIC_FAULT_PREFIX
+
+    names = [k[len(METRIC_FAULT_PREFIX) :] for k, v in row.get("metrics", {}).items() if k.startswith(METRIC_FAULT_PREFIX) and v]
+    return names[-1] if names else ""
+
+
+def _episodes(rows: list[dict[str, Any]], *, by_step: bool) -> tuple[list[list[Any]], list[Any]]:
+    """The page's compact episode index and the transcripts, in the same order."""
+    index = [
+        [
+            (f"step {e.get('step', 0)} · " if by_step else "")
+            + f"{e.get('task', 0)}.{e.get('repeat', 0)}.{e.get('slot', 0)}",
+            _num(e.get("reward")),
+            str(e.get("stop", "")),
+            _fault(e),
+            int(e.get("breaks", 0)),
+            int(e.get("turns", 0)),
+            str(e.get("error", ""))[:200],
+            f"after step {e.get('step', 0)}" if by_step else "",
+        ]
+        for e in rows
+    ]
+    return index, [e.get("transcript", []) for e in rows]
+
+
 def _eval_data(folder: Path) -> dict[str, Any]:
-    episodes = sorted(
-        _rows(folder / "episodes.jsonl"), key=lambda r: (r.get("task", 0), r.get("repeat", 0), r.get("slot", 0))
-    )
+    episodes = _dedup(_rows(folder / "episodes.jsonl"))
     config = _json(folder / "config.json")
     summary = _json(folder / "summary.json")
     rewards = [r for r in (_num(e.get("reward")) for e in episodes) if r is not None]
@@ -152,19 +188,7 @@ def _eval_data(folder: Path) -> dict[str, Any]:
         _svg_lines("running mean reward", {"reward": running}, "episodes"),
         _svg_histogram("reward histogram", rewards),
     ]
-    index = [
-        [
-            f"{e.get('task', 0)}.{e.get('repeat', 0)}.{e.get('slot', 0)}",
-            _num(e.get("reward")),
-            str(e.get("stop", "")),
-            str(e.get("fault", "")),
-            int(e.get("breaks", 0)),
-            int(e.get("turns", 0)),
-            str(e.get("error", ""))[:200],
-        ]
-        for e in episodes
-    ]
-    transcripts = [e.get("transcript", []) for e in episodes]
+    index, transcripts = _episodes(episodes, by_step=False)
     title = f"eval · {config.get('config', {}).get('env', folder.name)}"
     notes = []
     if config.get("extension_check", "").startswith("not applicable"):
@@ -202,14 +226,15 @@ def _training_data(folder: Path) -> dict[str, Any]:
     if evals:
         summary.update({k: v for k, v in evals[-1].items() if k != "step" and _num(v) is not None})
     links = sorted(p.relative_to(folder).as_posix() for p in (folder / "transcripts").glob("*.html"))
+    index, transcripts = _episodes(_dedup(_rows(folder / "eval_episodes.jsonl")), by_step=True)
     return {
         "title": f"training · {folder.name}",
         "summary": summary,
         "config": config,
         "charts": [c for c in charts if c],
-        "index": [],
-        "transcripts": [],
-        "notes": [],
+        "index": index,
+        "transcripts": transcripts,
+        "notes": ["Episodes: the held-out evaluations (eval_episodes.jsonl), filterable by step."] if index else [],
         "links": links,
     }
 
@@ -282,13 +307,13 @@ async function transcripts(){
   const s=new Blob([bin]).stream().pipeThrough(new DecompressionStream('gzip'));
   TX=JSON.parse(await new Response(s).text());return TX;
 }
-const I=D.index; // [id, reward, stop, fault, breaks, turns, error]
+const I=D.index; // [id, reward, stop, fault, breaks, turns, error, group]
 if(I.length){
   const opts=(k)=>[...new Set(I.map(r=>r[k]))].sort();
   const sel=(id,label,vals)=>`<label>${label} <select id="${id}"><option value="*">all</option>${vals.map(v=>`<option value="${esc(v)}">${esc(v===''?'(none)':v)}</option>`).join('')}</select></label>`;
   document.getElementById('episodes').innerHTML=`<h2>Episodes</h2><div class="filters">
     <label>reward ≥ <input id="rmin" type="number" step="any"></label><label>≤ <input id="rmax" type="number" step="any"></label>
-    ${sel('fstop','stop',opts(2))}${sel('ffault','fault',opts(3))}
+    ${opts(7).length>1?sel('fgroup','evaluation',opts(7)):'<input id="fgroup" type="hidden" value="*">'}${sel('fstop','stop',opts(2))}${sel('ffault','fault',opts(3))}
     <label>extension break <select id="fbreak"><option value="*">all</option><option value="yes">with</option><option value="no">without</option></select></label>
     <span id="count"></span></div>
     <table id="eplist"><thead><tr><th>episode</th><th>reward</th><th>stop</th><th>fault</th><th>breaks</th><th>turns</th></tr></thead><tbody></tbody></table>`;
@@ -296,12 +321,12 @@ if(I.length){
   const val=id=>document.getElementById(id).value;
   function render(){
     const t0=performance.now();
-    const lo=parseFloat(val('rmin')),hi=parseFloat(val('rmax')),st=val('fstop'),fa=val('ffault'),br=val('fbreak');
+    const lo=parseFloat(val('rmin')),hi=parseFloat(val('rmax')),st=val('fstop'),fa=val('ffault'),br=val('fbreak'),gr=val('fgroup');
     const out=[];let n=0;
     for(let i=0;i<I.length;i++){const r=I[i];
       if(!isNaN(lo)&&!(r[1]!==null&&r[1]>=lo))continue;
       if(!isNaN(hi)&&!(r[1]!==null&&r[1]<=hi))continue;
-      if(st!=='*'&&r[2]!==st)continue;if(fa!=='*'&&r[3]!==fa)continue;
+      if(gr!=='*'&&r[7]!==gr)continue;if(st!=='*'&&r[2]!==st)continue;if(fa!=='*'&&r[3]!==fa)continue;
       if(br==='yes'&&!r[4])continue;if(br==='no'&&r[4])continue;
       n++;out.push(`<tr class="ep" data-i="${i}"><td>${esc(r[0])}</td><td>${esc(fmt(r[1]))}</td><td>${esc(r[2])}</td><td class="${r[3]?'bad':''}">${esc(r[3])}</td><td class="${r[4]?'bad':''}">${r[4]}</td><td>${r[5]}</td></tr>`);
     }
@@ -309,7 +334,7 @@ if(I.length){
     document.getElementById('count').textContent=`${n} of ${I.length} episodes`;
     document.body.dataset.renderMs=String(Math.round(performance.now()-t0));
   }
-  for(const id of ['rmin','rmax','fstop','ffault','fbreak'])document.getElementById(id).addEventListener('input',render);
+  for(const id of ['rmin','rmax','fstop','ffault','fbreak','fgroup'])document.getElementById(id).addEventListener('input',render);
   const toks=(ps,cls)=>`<pre class="${cls}">${ps.map(p=>`<span>${esc(p)}</span>`).join('')}</pre>`;
   body.addEventListener('click',async ev=>{
     const tr=ev.target.closest('tr.ep');if(!tr)return;

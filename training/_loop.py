@@ -36,6 +36,7 @@ from backend.model import register_tokenizers
 from rollout import AdvantageConfig, EngineConfig, SupportsCompaction, informative_groups
 from training import _checkpoint as ckpt
 from training._config import Config, ConfigError, check_data
+from training._episodes import EVAL_EPISODES_FILE, write_eval_episodes
 from training._evaluators import build_evaluators, named_builders, run_evaluators
 from training._logging import (
     CONFIG_FILE,
@@ -783,6 +784,7 @@ class _Run:
             title=f"held-out episodes ({STAGE_TITLES[stage].format(step=step)})",
             win_metric=self.config.win_metric,
         )
+        write_eval_episodes(self.log_path / EVAL_EPISODES_FILE, step, self.tokenizer, batch.groups)
         self._plot()
         self.display.eval_done(step, row, _figures_line(row, tuple(figures)))
 
