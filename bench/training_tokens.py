@@ -124,7 +124,7 @@ class ReplayEnv(ChatEnv):
         return Reply(messages=self._replies[self._k - 1])
 
 
-async def play(renderer: Renderer, conv: list[Message]) -> Trajectory:
+async def play(renderer: Renderer, conv: list[Message]) -> tuple[Trajectory, int]:
     idxs = assistant_indices(conv)
     replies = [conv[i + 1 : j] for i, j in zip(idxs, [*idxs[1:], len(conv)], strict=True)]
     env = ReplayEnv(renderer, conv[: idxs[0]], replies)
@@ -149,7 +149,7 @@ async def play(renderer: Renderer, conv: list[Message]) -> Trajectory:
             )
         )
         ob = result.next_observation
-    return Trajectory(transitions=transitions, final_ob=tinker.ModelInput.empty())
+    return Trajectory(transitions=transitions, final_ob=tinker.ModelInput.empty()), env.rerenders
 
 
 @dataclass(frozen=True)
@@ -162,14 +162,14 @@ class Count:
 
 
 def count(name: str, renderer: Renderer, conv: list[Message]) -> Count:
-    traj = asyncio.run(play(renderer, conv))
+    traj, rerenders = asyncio.run(play(renderer, conv))
     data = trajectory_to_data(traj, traj_advantage=1.0)
     return Count(
         name=name,
         datums=len(data),
         training_tokens=sum(d.model_input.length for d in data),
         sampled_tokens=int(sum(float(d.loss_fn_inputs["mask"].to_torch().sum()) for d in data)),
-        rerenders=sum(1 for t in traj.transitions if t.metrics.get("turngym/rerender")),
+        rerenders=rerenders,
     )
 
 

@@ -4,9 +4,6 @@ from .core import (
     METRIC_FAULT_PREFIX as METRIC_FAULT_PREFIX,
 )
 from .core import (
-    METRIC_RERENDER as METRIC_RERENDER,
-)
-from .core import (
     ChatEnv as ChatEnv,
 )
 from .core import (

@@ -21,7 +21,8 @@ Token-in/token-out: the next observation is the previous observation + the exact
 tokens + the rendering of the new messages only, so nothing the model saw or produced is ever
 re-tokenised. When the renderer lacks the extension property (or a compaction is due, see
 ``renderers_ext.CompactingRenderer``) the base re-renders the whole conversation instead and
-records it in the step's metrics (``turngym/rerender``). A ``ChatEnv`` honours the rollout
+counts it (:attr:`ChatEnv.rerenders`; the rollout engine marks the transition whose next
+observation does not extend, ``rollout/ext_break``). A ``ChatEnv`` honours the rollout
 engine's compaction requests (``rollout.SupportsCompaction``, through
 :meth:`ChatEnv.set_compaction_period`). Single-turn problems are the degenerate case:
 :meth:`ChatEnv.on_message` returns ``Reply(done=True, reward=...)``.
@@ -65,8 +66,6 @@ from renderers_ext import (
 if TYPE_CHECKING:  # hypothesis is imported only by envs that declare a strategy
     from hypothesis.strategies import SearchStrategy
 
-METRIC_RERENDER = "turngym/rerender"
-"""1.0 on a step whose next observation was re-rendered in full (no extension)."""
 METRIC_FAULT_PREFIX = "turngym/fault/"
 """Prefix of one-hot metrics naming the :class:`Fault` of a step."""
 
@@ -338,7 +337,6 @@ class ChatEnv(Env):
         else:
             self._tokens = prompt_tokens(self.renderer, self.messages)
             self.rerenders += 1
-            metrics[METRIC_RERENDER] = 1.0
         cap = self.limits.max_trajectory_tokens
         if cap is not None and len(self._tokens) > cap:
             return self._finish(action, reward, StopReason.CONTEXT_OVERFLOW, metrics, reply)

@@ -174,7 +174,7 @@ def test_cli_json_and_exit_code_on_failure(capsys: pytest.CaptureFixture[str]) -
         ("envs.core", "expected module:attribute"),
         ("envs.core:Nope", "has no attribute 'Nope'"),
         ("envs.core:ChatEnv", "is an Env class"),
-        ("envs.core:METRIC_RERENDER", "expected an EnvGroupBuilder"),
+        ("envs.core:METRIC_FAULT_PREFIX", "expected an EnvGroupBuilder"),
         ("broken_envs:Tiny", "has no attribute"),
         ("turngym/Nope-v0", "unknown id 'turngym/Nope-v0'"),
     ],

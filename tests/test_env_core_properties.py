@@ -32,7 +32,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.types import InitialObservationOverflow, StepResult, Trajectory, Transition
 
 from backend.model import SMOLLM2
-from envs.core import METRIC_FAULT_PREFIX, METRIC_RERENDER, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
+from envs.core import METRIC_FAULT_PREFIX, ChatEnv, EnvLimits, Fault, FaultPolicy, Reply
 from renderers_ext import (
     QWEN3_PRESERVE_THINKING,
     CompactingRenderer,
@@ -102,6 +102,8 @@ class Step:
     result: StepResult
     messages: list[Message]
     """The env's conversation right after the step."""
+    rerendered: bool
+    """The env re-rendered its history at this step (``ChatEnv.rerenders`` went up)."""
 
 
 async def play(
@@ -113,8 +115,9 @@ async def play(
     steps: list[Step] = []
     for i, action in enumerate(actions):
         extra = extras[i] if extras else None
+        before = env.rerenders
         result = await env.step(action, extra=extra)  # type: ignore[arg-type]
-        steps.append(Step(ob, list(action), result, list(env.messages)))
+        steps.append(Step(ob, list(action), result, list(env.messages), env.rerenders > before))
         if result.episode_done:
             break
         ob = result.next_observation.to_ints()
@@ -171,7 +174,7 @@ def test_own_renderings_give_full_render_observations(name: str, period: int, da
         report = check_extension(step.ob, step.action, ob, TOK)
         expected = prompt_tokens(renderer, conversation[: idxs[k]])
         claimed = extension_expected(renderer, k, step.messages)
-        assert (METRIC_RERENDER in step.result.metrics) != claimed
+        assert step.rerendered != claimed
         if claimed:
             assert report.ok, str(report)
             # render_continuation(new messages) agrees with build_generation_prompt(all). (Not
@@ -233,12 +236,12 @@ def test_random_actions_extend_whenever_claimed(name: str, period: int, data: st
         truncated = f"{METRIC_FAULT_PREFIX}{Fault.TRUNCATED}" in step.result.metrics
         faulty = not truncated and any(key.startswith(METRIC_FAULT_PREFIX) for key in step.result.metrics)
         if faulty or not extension_expected(renderer, k, step.messages):
-            assert step.result.metrics[METRIC_RERENDER] == 1.0
+            assert step.rerendered
             assert ob == prompt_tokens(renderer, step.messages)
             continue
         report = check_extension(step.ob, step.action, ob, TOK)
         assert report.ok, str(report)
-        assert METRIC_RERENDER not in step.result.metrics
+        assert not step.rerendered
         if truncated:  # closed with the end-of-turn token, then the new messages: checked above
             continue
         # The new messages are rendered exactly as the full render renders them.

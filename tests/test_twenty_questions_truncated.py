@@ -8,7 +8,6 @@ import pytest
 from test_twenty_questions import SECRET, make_env, run_actions, stop_reason
 from tinker_cookbook.rl.types import StopReason
 
-from envs import METRIC_RERENDER
 from envs.twenty_questions import Metric
 
 
@@ -30,7 +29,7 @@ def test_truncated_turns_extend_the_history_without_rerender(renderer, answerer)
     # run_actions asserts that every observation extends the previous observation + action
     results = asyncio.run(run_actions(env, [(tokens, {"stop_reason": "length"})]))
     assert len(results) == 3 and stop_reason(results[-1]) == StopReason.MAX_TURNS
-    assert all(METRIC_RERENDER not in r.metrics for r in results)
+    assert env.rerenders == 0
     assert [r.reward for r in results] == [pytest.approx(-0.1)] * 3  # not a question: format penalty
     closed = renderer.tokenizer.decode(env.observation_tokens)
     # each truncated turn the game played on is closed by the end-of-turn token (the last one ends it)
