@@ -31,7 +31,7 @@ def test_train_config_builds_the_configured_game():
     )
     train, test = config.dataset_builder().datasets()
     group = train.get_batch(0)[0]
-    assert group.config.max_attempts == 4  # type: ignore[attr-defined]
+    assert group.env.max_attempts == 4  # type: ignore[attr-defined]
     assert {g.problem.level for g in train.get_batch(0)} == {4}  # type: ignore[attr-defined]
     assert test is not None and len(test.get_batch(0)) == 2
 

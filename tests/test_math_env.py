@@ -215,9 +215,9 @@ def test_bad_config_is_one_clear_error(kwargs, match):
 def test_dataset_batches_are_deterministic_and_picklable():
     problems = generate_problems(20, seed=3)
     config = MathEnvConfig.preset("feedback")
-    a = MathRLDataset(problems, batch_size=4, group_size=2, config=config, seed=7)
-    b = MathRLDataset(problems, batch_size=4, group_size=2, config=config, seed=7)
-    c = MathRLDataset(problems, batch_size=4, group_size=2, config=config, seed=8)
+    a = MathRLDataset(problems, batch_size=4, group_size=2, env=config, seed=7)
+    b = MathRLDataset(problems, batch_size=4, group_size=2, env=config, seed=7)
+    c = MathRLDataset(problems, batch_size=4, group_size=2, env=config, seed=8)
     assert len(a) == 5
     assert a.get_batch(2) == b.get_batch(2)
     assert [g.problem for i in range(5) for g in a.get_batch(i)] != [
@@ -246,7 +246,7 @@ def test_chz_dataset_builder_gives_train_and_test_splits():
     train, test = anyio.run(builder.__call__)
     assert len(train) == 5 and test is not None and len(test) == 1
     group = train.get_batch(0)[0]
-    assert isinstance(group, MathGroupBuilder) and group.group_size == 3 and group.config.max_attempts == 4
+    assert isinstance(group, MathGroupBuilder) and group.group_size == 3 and group.env.max_attempts == 4
     test_group = test.get_batch(0)[0]
     assert isinstance(test_group, MathGroupBuilder) and test_group.group_size == 1
     train_q = {g.problem.question for i in range(len(train)) for g in train.get_batch(i)}  # type: ignore[attr-defined]

@@ -87,6 +87,18 @@ def test_every_export_resolves_and_is_documented(package: str) -> None:
             assert (obj.__doc__ or "").strip(), f"{package}.{name} has no docstring"
 
 
+ENV_FILES = {"__init__.py", "env.py", "builders.py", "config.py", "train.py", "README.md"}
+"""The files every env folder has (``NOTES.md`` beside them where the env has figures)."""
+
+
+def test_every_env_folder_has_the_same_file_set() -> None:
+    folders = [p.parent for p in (ROOT / "envs").glob("*/train.py")]
+    assert len(folders) >= 4, folders  # twenty_questions, math, code, judge
+    for folder in folders:
+        missing = ENV_FILES - {p.name for p in folder.iterdir()}
+        assert not missing, f"{folder.relative_to(ROOT)} lacks {sorted(missing)}"
+
+
 SAME_MEANING_AS_THE_COOKBOOK = {
     "training.Config": "a trainer's config, named like each cookbook trainer's (rl.train.Config, supervised.train.Config)",
 }

@@ -30,7 +30,7 @@ class CodeGroupBuilder(MathGroupBuilder):
     """``group_size`` code envs on the same problem (GRPO-style group)."""
 
     code_config: CodeEnvConfig = field(default_factory=CodeEnvConfig)
-    """The code game (the inherited ``config`` is its :meth:`CodeEnvConfig.math_config`)."""
+    """The code game (the inherited ``env`` is its :meth:`CodeEnvConfig.math_config`)."""
 
     async def make_envs(self) -> Sequence[Env]:
         renderer = load_renderer(self.renderer_name, self.model_name_for_tokenizer)
@@ -52,14 +52,14 @@ class CodeRLDataset(MathRLDataset):
     """
 
     def __init__(self, problems: Sequence[MathProblem], *, code_config: CodeEnvConfig, **kwargs: object):
-        super().__init__(problems, config=code_config.math_config(), **kwargs)  # type: ignore[arg-type]
+        super().__init__(problems, env=code_config.math_config(), **kwargs)  # type: ignore[arg-type]
         self.code_config = code_config
 
     def group(self, index: int) -> CodeGroupBuilder:
         """The group of problem ``index`` (in the dataset's order)."""
         return CodeGroupBuilder(
             self.problems[index],
-            self.config,
+            self.env,
             self.group_size,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,

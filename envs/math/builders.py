@@ -33,7 +33,7 @@ class MathGroupBuilder(EnvGroupBuilder):
 
     problem: MathProblem
     """The problem every env of the group gets (the first of a series)."""
-    config: MathEnvConfig
+    env: MathEnvConfig
     """The game."""
     group_size: int
     """Envs in the group."""
@@ -44,14 +44,14 @@ class MathGroupBuilder(EnvGroupBuilder):
     dataset_name: str = "math"
     """Logging tag."""
     follow_ups: tuple[MathProblem, ...] = ()
-    """The problems asked after :attr:`problem` in a series (``config.problems_per_episode``)."""
+    """The problems asked after :attr:`problem` in a series (``env.problems_per_episode``)."""
 
     async def make_envs(self) -> Sequence[Env]:
         renderer = load_renderer(
-            self.config.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer
+            self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer
         )
         return [
-            MathEnv(renderer, self.problem, self.config, follow_ups=self.follow_ups)
+            MathEnv(renderer, self.problem, self.env, follow_ups=self.follow_ups)
             for _ in range(self.group_size)
         ]
 
@@ -74,7 +74,7 @@ class MathRLDataset(GroupDataset):
         problems: the problems (order is shuffled once with ``seed`` when ``shuffle``).
         batch_size: groups per batch.
         group_size: envs per group.
-        config: the game.
+        env: the game.
         model_name_for_tokenizer / renderer_name: how envs build their renderer.
         seed: shuffle seed.
         shuffle: shuffle the problem order (train) or keep it (test).
@@ -87,7 +87,7 @@ class MathRLDataset(GroupDataset):
         *,
         batch_size: int,
         group_size: int,
-        config: MathEnvConfig,
+        env: MathEnvConfig,
         model_name_for_tokenizer: str = SMOLLM2,
         renderer_name: str | None = None,
         seed: int = 0,
@@ -102,11 +102,11 @@ class MathRLDataset(GroupDataset):
         if shuffle:
             random.Random(f"turngym-math-order:{seed}").shuffle(order)
         self.problems = tuple(problems[i] for i in order)
-        self.series_length = min(config.problems_per_episode, len(self.problems))
+        self.series_length = min(env.problems_per_episode, len(self.problems))
         """Problems per episode (the config's, at most the dataset's)."""
         super().__init__(batch_size, len(self.problems) // self.series_length)
         self.group_size = group_size
-        self.config = config
+        self.env = env
         self.model_name_for_tokenizer = model_name_for_tokenizer
         self.renderer_name = renderer_name
         self.dataset_name = dataset_name
@@ -122,7 +122,7 @@ class MathRLDataset(GroupDataset):
         first, *follow_ups = self.series(index)
         return MathGroupBuilder(
             first,
-            self.config,
+            self.env,
             self.group_size,
             model_name_for_tokenizer=self.model_name_for_tokenizer,
             renderer_name=self.renderer_name,
@@ -217,7 +217,7 @@ class MathDatasetBuilder(ProblemsDatasetBuilder):
 
     def dataset(self, problems: Sequence[MathProblem], **kwargs: Any) -> MathRLDataset:
         """A :class:`MathRLDataset` of ``problems`` with this game."""
-        return MathRLDataset(problems, config=self.env, **kwargs)
+        return MathRLDataset(problems, env=self.env, **kwargs)
 
     async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
         """``n`` episodes played by a scripted solver, for a supervised warm start
@@ -233,7 +233,7 @@ class MathDatasetBuilder(ProblemsDatasetBuilder):
         problems = load_split(
             self.source, Split.TRAIN, path=self.path, n=self.n_train, seed=self.seed, levels=self.levels
         )
-        pool = MathRLDataset(problems, batch_size=1, group_size=1, config=self.env, seed=seed)
+        pool = MathRLDataset(problems, batch_size=1, group_size=1, env=self.env, seed=seed)
         renderer = load_renderer(self.env.renderer_name_for(self.renderer_name), self.model_name_for_tokenizer)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):

@@ -9,7 +9,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, get_args
 
 import chz
 from tinker_cookbook.completers import TokenCompleter
@@ -21,7 +21,7 @@ from tinker_cookbook.rl.types import (
     Trajectory,
 )
 
-from backend.model import SMOLLM2
+from backend.model import SMOLLM2, BackendName
 from envs.datasets import GroupDataset
 from envs.twenty_questions.answerers import Answerer, KBAnswerer, LLMAnswerer
 from envs.twenty_questions.config import TwentyQuestionsConfig
@@ -206,7 +206,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     fixed seeded order, so the first batch is a representative sample."""
     answerer: AnswererKind = AnswererKind.KB
     """Which answerer: ``kb`` (default) or ``llm``."""
-    answerer_backend: str = "auto"
+    answerer_backend: BackendName = "auto"
     """Where the LLM answerer runs: ``local`` (embedded model), ``tinker``, or ``auto`` (Tinker
     when ``TINKER_API_KEY`` is set, else local); see ``backend.make_service_client``."""
     answerer_base_model: str | None = None
@@ -228,9 +228,9 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
             raise ValueError("batch_size, group_size and test_group_size must be >= 1")
         if self.num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {self.num_epochs}")
-        if self.answerer_backend not in ("auto", "local", "tinker"):
+        if self.answerer_backend not in get_args(BackendName):
             raise ValueError(
-                f"answerer_backend must be 'auto', 'local' or 'tinker', got {self.answerer_backend!r}"
+                f"answerer_backend must be one of {list(get_args(BackendName))}, got {self.answerer_backend!r}"
             )
 
     async def __call__(self) -> tuple[TwentyQuestionsDataset, TwentyQuestionsDataset]:
@@ -316,7 +316,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
 
         from backend import ClientFuture, make_service_client, resolve_backend
 
-        which = resolve_backend(self.answerer_backend)  # type: ignore[arg-type]
+        which = resolve_backend(self.answerer_backend)
         model = self.answerer_base_model or (SMOLLM2 if which == "local" else DEFAULT_LLM_ANSWERER)
         service = make_service_client(which, **({"base_url": self.base_url} if which == "tinker" else {}))
         client: Any = service.create_sampling_client(base_model=model)  # tinker's or the local one
