@@ -12,6 +12,9 @@ from ._adapter import (
 from ._adapter import (
     is_truncation as is_truncation,
 )
+from ._adapter import (
+    resolve_builder as resolve_builder,
+)
 from ._registry import (
     ENV_IDS as ENV_IDS,
 )

@@ -263,7 +263,7 @@ def _rm_step(
 # --------------------------------------------------------------------------------------------
 def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: Path) -> dict[str, Any]:
     import training
-    from envs.judge.config import JudgeConfig, JudgeEnvConfig, JudgeEnvKind
+    from envs.judge.config import JudgeConfig, JudgeData, JudgeEnvConfig, JudgeEnvKind
     from envs.judge.train import JudgeTrainConfig
 
     record = out / "rl.json"
@@ -282,9 +282,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
-        batch_size=config.rl_batch_size,
-        group_size=config.rl_group_size,
-        n_test=1,
+        data=JudgeData(batch_size=config.rl_batch_size, group_size=config.rl_group_size, n_test=1),
         eval_every=0,
         progress=False,
         env=JudgeEnvConfig(kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks)),
