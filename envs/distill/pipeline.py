@@ -5,7 +5,8 @@ sentences, 16 each in English, French, Spanish and German; ``{"id", "text", "lab
 sentences 12-15 of each language are held out). The reply is the language's name.
 
 1. **Teacher**: the model (no adapter) with a long instruction prompt (:data:`TEACHER_PROMPT`: the
-   labels, each language's cues, worked examples) as the system message answers every training
+   labels and each language's cues, as the system message; then :data:`EXAMPLES` as earlier chat
+   turns, one per language) answers every training
    sentence, greedily; its answers are the student's data (the cookbook's conversation format,
    ``teacher.jsonl``), right or wrong.
 2. **Student**: a LoRA on the same model trained by SL on those conversations *without* the
@@ -50,7 +51,7 @@ LABELS = ("English", "French", "Spanish", "German")
 """The answers."""
 TEST_INDICES = frozenset(range(12, 16))
 """Sentence numbers (the ``NN`` of ``xx-NN`` ids) held out in every language."""
-TEACHER_PROMPT = """You are a precise language classifier. Read the user's text and reply with the name of its language, one word: English, French, Spanish or German.
+TEACHER_PROMPT = """You are a precise language classifier. Read the user's text and reply with the name of its language, one word: English, French, Spanish or German. Do not translate the text and do not repeat it.
 
 How to tell them apart:
 - English: words such as the, and, is, are, to, of, with, please, would; no accents.
@@ -58,18 +59,15 @@ How to tell them apart:
 - Spanish: words such as el, los, las, es, está, por, para, hoy, muy; the letter ñ; questions that start with ¿ and exclamations that start with ¡; accents such as á, í, ó, ú.
 - German: words such as der, die, das, und, ist, nicht, ich, wir, bitte; umlauts ä, ö, ü and the letter ß; nouns written with a capital letter.
 
-Examples:
-Text: I am going to the station to meet my friend.
-Language: English
-Text: Je vais à la gare pour retrouver mon ami.
-Language: French
-Text: Voy a la estación para encontrarme con mi amigo.
-Language: Spanish
-Text: Ich gehe zum Bahnhof, um meinen Freund zu treffen.
-Language: German
-
 Reply with the language name only."""
-"""The teacher's long instruction prompt (a system message)."""
+"""The teacher's long instruction prompt (a system message, followed by :data:`EXAMPLES`)."""
+EXAMPLES = (
+    ("I am going to the station to meet my friend.", "English"),
+    ("Je vais à la gare pour retrouver mon ami.", "French"),
+    ("Voy a la estación para encontrarme con mi amigo.", "Spanish"),
+    ("Ich gehe zum Bahnhof, um meinen Freund zu treffen.", "German"),
+)
+"""Worked examples shown to the teacher as earlier turns of the chat (few-shot)."""
 
 
 @chz.chz
@@ -143,8 +141,21 @@ def load_sentences(path: str | Path) -> tuple[list[dict[str, str]], list[dict[st
 
 
 def _messages(text: str, prompted: bool) -> list[dict[str, str]]:
-    user = {"role": "user", "content": f"Text: {text}" if prompted else text}
-    return [{"role": "system", "content": TEACHER_PROMPT}, user] if prompted else [user]
+    if not prompted:
+        return [{"role": "user", "content": text}]
+    shots = [
+        message
+        for example, label in EXAMPLES
+        for message in (
+            {"role": "user", "content": f"Text: {example}"},
+            {"role": "assistant", "content": label},
+        )
+    ]
+    return [
+        {"role": "system", "content": TEACHER_PROMPT},
+        *shots,
+        {"role": "user", "content": f"Text: {text}"},
+    ]
 
 
 async def _replies(
