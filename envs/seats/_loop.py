@@ -189,9 +189,9 @@ async def play_game(
         st, env = seats[i], envs[i]
         ac = st.action
         assert ac is not None
-        st.action = None
         extra: ActionExtra = {"stop_reason": ac.stop_reason}
         result = await _bounded(env.step(ac.tokens, extra=extra), config.step_timeout_s)
+        st.action = None  # stepped (a step that raised leaves it to close the trajectory with)
         st.transitions.append(
             Transition(
                 ob=st.ob,
@@ -273,10 +273,10 @@ async def play_game(
                 )
             seat = move.next_seat
         # the game is over: every seat with an action still to step ends its episode there
-        for i in range(n):
-            envs[i].finish(str(stop_reason))
-            if seats[i].action is not None:
-                await advance(i)
+        for seat in range(n):
+            envs[seat].finish(str(stop_reason))
+            if seats[seat].action is not None:
+                await advance(seat)
     except anyio.get_cancelled_exc_class():
         raise
     except TimeoutError as exc:
