@@ -22,7 +22,8 @@ from envs.seats._solo import SoloSeatEnv
 from envs.tictactoe.env import Metric, TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
 from renderers_ext import load_renderer
-from rollout import AdvantageConfig, assemble, group_advantages
+from rollout import AdvantageConfig, assemble
+from rollout._datums import group_advantages
 from tests.seat_players import Behaviour, TokenRandom
 from training._rollouts import SupportsSeatedRollout, _run_mixed, rollout_config
 
