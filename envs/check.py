@@ -121,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-steps", type=int, default=64, help="turn budget assumed when the env declares none"
     )
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=200,
+        help="the checker's own bound on an episode, whatever budget the env declares",
+    )
     parser.add_argument("--max-action-tokens", type=int, default=256, help="length of max-length actions")
     parser.add_argument(
         "--renderer",
@@ -147,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = _parser().parse_args(argv)
-    for name in ("examples", "max_steps", "max_action_tokens"):
+    for name in ("examples", "max_steps", "max_episode_steps", "max_action_tokens"):
         if getattr(args, name) < 0:
             print(f"error: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
@@ -178,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         block_threshold_s=args.block_threshold,
         max_steps=args.max_steps,
+        max_episode_steps=args.max_episode_steps,
         max_action_tokens=args.max_action_tokens,
         renderer=renderer,
         allow_skip=frozenset(CheckName(c) for c in args.allow_skip),
