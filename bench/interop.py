@@ -68,13 +68,15 @@ def main() -> None:
         else:
             first = report.failures[0]
             rows.append((name, "fails checker", f"{first.check}: {first.detail.splitlines()[0][:120]}"))
+    multi = [n for n, _, d in rows if d == "not single-player"]
     lines = ["| TextArena id | status | detail |", "|---|---|---|"]
-    lines += [f"| `{n}` | {s} | {d.replace('|', '/')} |" for n, s, d in rows]
+    lines += [f"| `{n}` | {s} | {d.replace('|', '/')} |" for n, s, d in rows if n not in multi]
     table = "\n".join(lines)
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n")
+    print(f"{len(multi)} multi-player ids left out of the table; {len(rows)} ids in all")
     print(f"textarena_envs_ok={ok}")
 
 

@@ -10,6 +10,7 @@ from tinker_cookbook.renderers import Message
 
 from envs.checker import CheckConfig, CheckName, Outcome, check_conformance
 from envs.interop.textarena import (
+    METRIC_BAD_REWARD,
     METRIC_INVALID_MOVE,
     TextArenaEnv,
     TextArenaGroup,
@@ -85,6 +86,24 @@ def test_adapter_matches_textarena_driven_directly(game: str, moves: list[str]) 
     assert ours == _direct(game, 3, moves)
     assert ours[-1][0], "the game should have ended"
     assert all(env.prompt not in text for _, _, text in ours)  # the prompt is never re-sent
+
+
+def test_a_game_reward_that_is_not_a_number_scores_zero_and_says_so() -> None:
+    # ThreeCardMonte calls set_invalid_move(reward, reason) the wrong way round: its final
+    # "reward" for a bad move is the reason text
+    env = anyio.run(TextArenaGroup("ThreeCardMonte-v0").make_envs)[0]
+    assert isinstance(env, TextArenaEnv)
+
+    async def run() -> tuple[float, dict[str, float]]:
+        await env.initial_observation()
+        for _ in range(5):
+            result = await env.step(render_action(env.renderer, {"role": "assistant", "content": "no idea"}))
+            if result.episode_done:
+                return result.reward, result.metrics
+        raise AssertionError("the game did not end on repeated bad moves")
+
+    reward, metrics = anyio.run(run)
+    assert reward == 0.0 and metrics[METRIC_BAD_REWARD] == 1.0
 
 
 def test_a_game_needing_a_download_fails_with_one_line_naming_it() -> None:

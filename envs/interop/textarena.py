@@ -16,7 +16,8 @@ previous one token for token (the extension property, where the renderer claims 
   each call: envs run concurrently and stay deterministic for a seed.
 - Reward, done, metrics: TextArena's final reward for player 0 (``close()``) on the last step
   (0 before), ``done`` when the game says so; ``textarena/invalid_move`` and
-  ``textarena/game_turns`` on the last step; the game's reason in the step's logs.
+  ``textarena/game_turns`` on the last step; the game's reason in the step's logs. A final
+  "reward" that is not a number (a game bug) scores 0 with ``textarena/reward_not_a_number``.
 - Faults (truncated, unparseable samples...) follow the env's ``FaultPolicy`` like any ChatEnv.
 - A game that needs a download at run time (nltk corpora, an API key, config files missing from
   the wheel) fails to build with one line naming what it needs (:class:`TextArenaUnavailable`).
@@ -43,6 +44,9 @@ METRIC_INVALID_MOVE = "textarena/invalid_move"
 """1.0 when the game ended on an invalid move (on the last step)."""
 METRIC_GAME_TURNS = "textarena/game_turns"
 """Turns the game counted (invalid moves it let the player retry are not counted), last step."""
+METRIC_BAD_REWARD = "textarena/reward_not_a_number"
+"""1.0 when the game's final reward was not a number (some games pass ``set_invalid_move``'s
+arguments the wrong way round): the step's reward is then 0."""
 NO_FEEDBACK = "(The game has no new message. Make your next move.)"
 """The user message after a turn the game answered with no observation (a turn must follow)."""
 
@@ -60,17 +64,21 @@ def game_id(env_id: str) -> str:
 
 
 def _needs(error: BaseException) -> str:
-    """What a failed game build needs, in a few words."""
+    """What a game that failed to build or reset needs, in a few words."""
     text = str(error)
+    first = text.strip().splitlines()[0][:120] if text.strip() else ""
     if isinstance(error, LookupError) and "nltk" in text:
         resource = next((line.split("'")[1] for line in text.splitlines() if "nltk.download('" in line), "")
         return f"a download at run time: nltk data {resource!r} (python -m nltk.downloader {resource})"
     if "API key" in text or "OPENROUTER" in text or "OPENAI" in text:
-        return "an online model: " + text.splitlines()[0][:120]
+        return f"an online model: {first}"
     if isinstance(error, FileNotFoundError):
-        return "files missing from the textarena wheel: " + text.splitlines()[0][:120]
-    first = text.strip().splitlines()[0][:120] if text.strip() else ""
-    return f"{type(error).__name__}: {first}"
+        return f"files missing from the textarena wheel: {first}"
+    if isinstance(error, SyntaxError):
+        return f"a newer Python (its module does not parse here: {first})"
+    if isinstance(error, ModuleNotFoundError):
+        return f"the module {error.name!r}"
+    return f"what {type(error).__name__} says: {first}"
 
 
 def make_game(name: str) -> Any:
@@ -97,7 +105,7 @@ def make_game(name: str) -> Any:
             entry = getattr(importlib.import_module(module), attr)
         game = entry(**spec.kwargs)
     except Exception as error:
-        raise TextArenaUnavailable(f"textarena:{name} cannot run offline: it needs {_needs(error)}") from None
+        raise TextArenaUnavailable(f"textarena:{name} cannot run here: it needs {_needs(error)}") from None
     for wrapper in spec.default_wrappers or []:
         if isinstance(wrapper, type) and issubclass(wrapper, ta.ActionWrapper):
             game = wrapper(game)
@@ -147,8 +155,16 @@ class TextArenaEnv(ChatEnv):
         try:
             self.game.reset(num_players=1, seed=self.seed)
         except (AssertionError, ValueError) as error:  # "The number of players has to be 2"...
+            if "player" not in str(error).lower():
+                raise TextArenaUnavailable(
+                    f"textarena:{self.name} cannot run here: it needs {_needs(error)}"
+                ) from None
             raise TextArenaUnavailable(
                 f"textarena:{self.name} is not a single-player game: {error}"
+            ) from None
+        except Exception as error:  # e.g. configuration files the wheel lacks
+            raise TextArenaUnavailable(
+                f"textarena:{self.name} cannot run here: it needs {_needs(error)}"
             ) from None
         if not isinstance(getattr(self.game, "state", None), ta.SinglePlayerState):
             raise TextArenaUnavailable(f"textarena:{self.name} is not a single-player game")
@@ -172,7 +188,14 @@ class TextArenaEnv(ChatEnv):
             return False, self._feedback(), 0.0, {}
         rewards, game_info = self.game.close()
         info = dict((game_info or {}).get(0, {}))
-        return True, "", float((rewards or {}).get(0, 0.0)), info
+        reward = (rewards or {}).get(0, 0.0)
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            # a game that passed set_invalid_move(reward, reason) the wrong way round: its
+            # "reward" is the reason text; the step scores 0 and says so
+            info["reward_not_a_number"] = True
+            info["reason"] = f"{info.get('reason', '')} (game reward {reward!r:.80} is not a number)"
+            reward = 0.0
+        return True, "", float(reward), info
 
     async def initial_observation(self):  # type: ignore[override]
         self.prompt = await self._call(self._reset)
@@ -191,6 +214,7 @@ class TextArenaEnv(ChatEnv):
             metrics={
                 METRIC_INVALID_MOVE: float(bool(info.get("invalid_move"))),
                 METRIC_GAME_TURNS: float(info.get("turn_count", 0)),
+                METRIC_BAD_REWARD: float(bool(info.get("reward_not_a_number"))),
             },
             logs={"textarena/reason": str(info.get("reason", ""))[:500]},
         )
