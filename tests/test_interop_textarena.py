@@ -16,6 +16,7 @@ from envs.interop.textarena import (
     TextArenaGroup,
     TextArenaUnavailable,
     make_game,
+    register_textarena,
     textarena_source,
 )
 from renderers_ext import render_action
@@ -122,3 +123,28 @@ def test_multi_player_and_unknown_games_fail_clearly() -> None:
         anyio.run(env.initial_observation)
     with pytest.raises(TextArenaUnavailable, match="unknown TextArena game 'Nope-v0'"):
         make_game("Nope-v0")
+
+
+def test_gym_make_by_id_plays_an_episode() -> None:
+    import gymnasium as gym
+
+    from envs.checker import well_formed_action
+    from envs.gym import TokenEnv
+
+    (env_id,) = register_textarena(["GuessTheNumber-v0"])
+    assert env_id == "textarena/GuessTheNumber-v0" and register_textarena([env_id]) == [env_id]
+    env = gym.make(env_id)
+    inner = env.unwrapped
+    assert isinstance(inner, TokenEnv)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert obs in env.observation_space
+        for n in range(1, 21):
+            action = tuple(well_formed_action(f"[{n}]", inner.tokenizer, inner.stop_condition))
+            obs, reward, terminated, truncated, _info = env.step(action)
+            if terminated or truncated:
+                break
+        assert terminated and not truncated  # the game's own limit (10 guesses) ended it
+        assert 0.0 < float(reward) <= 1.0  # 1 for the number, else the game's closeness score
+    finally:
+        env.close()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +47,8 @@ METRIC_GAME_TURNS = "textarena/game_turns"
 METRIC_BAD_REWARD = "textarena/reward_not_a_number"
 """1.0 when the game's final reward was not a number (some games pass ``set_invalid_move``'s
 arguments the wrong way round): the step's reward is then 0."""
+GYM_NAMESPACE = "textarena"
+"""Gymnasium namespace of registered TextArena games (:func:`register_textarena`)."""
 NO_FEEDBACK = "(The game has no new message. Make your next move.)"
 """The user message after a turn the game answered with no observation (a turn must follow)."""
 
@@ -271,3 +273,23 @@ class _Factory:
 
     def __call__(self, seed: int) -> TextArenaGroup:
         return TextArenaGroup(self.game, seed=seed, group_size=self.group_size, **self.fields)
+
+
+def register_textarena(games: Iterable[str]) -> list[str]:
+    """Register TextArena games as gymnasium ids (``textarena/<GameId>``: gymnasium reads a
+    colon as ``module:id``; idempotent) so that ``gymnasium.make("textarena/GuessTheNumber-v0")`` gives a TurnGym ``TokenEnv`` over the
+    adapter (keyword arguments of ``make`` go to :func:`textarena_source`). Nothing is built
+    until ``make``; returns the ids."""
+    import gymnasium as gym
+
+    ids: list[str] = []
+    for game in games:
+        env_id = GYM_NAMESPACE + "/" + game_id(game).removeprefix(GYM_NAMESPACE + "/")
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id,
+                entry_point="envs.gym._registry:make_env",
+                kwargs={"source": "envs.interop.textarena:textarena_source", "game": game_id(game)},
+            )
+        ids.append(env_id)
+    return ids
