@@ -148,3 +148,22 @@ def test_gym_make_by_id_plays_an_episode() -> None:
         assert 0.0 < float(reward) <= 1.0  # 1 for the number, else the game's closeness score
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("game", ["GuessTheNumber-v0", "Mastermind-v0"])
+def test_gymnasium_check_env_passes_through_the_adapter(game: str) -> None:
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    (env_id,) = register_textarena([game])
+    env = gym.make(env_id, render_mode="ansi")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_env(env.unwrapped)
+        messages = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]
+        assert not messages, messages
+    finally:
+        env.close()
