@@ -46,13 +46,21 @@ def _instantiate(cls: type, what: str) -> Any:
 
 def load_target(spec: str) -> Any:
     """Import ``module:attribute`` (or take an installed env id, ``turngym/Math-v0`` or one a
-    package declares, see ``python -m envs.list``) and turn it into an env source for
-    :func:`check_conformance`."""
+    package declares, see ``python -m envs.list``, or a ``textarena:<GameId>`` id) and turn it into
+    an env source for :func:`check_conformance`."""
+    if spec.startswith("textarena:"):  # another framework's env, through its adapter
+        from envs.gym import env_source
+
+        return env_source(spec)
     if ":" not in spec and "/" in spec:
         from envs.gym import ENV_IDS, env_source
 
         if spec not in ENV_IDS:
             raise TargetError(f"unknown id {spec!r}; installed: {', '.join(ENV_IDS)}")
+        return env_source(spec)
+    if spec.startswith("textarena:"):  # another framework's env, through its adapter
+        from envs.gym import env_source
+
         return env_source(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -123,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-steps", type=int, default=64, help="turn budget assumed when the env declares none"
     )
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=200,
+        help="the checker's own bound on an episode, whatever budget the env declares",
+    )
     parser.add_argument("--max-action-tokens", type=int, default=256, help="length of max-length actions")
     parser.add_argument(
         "--renderer",
@@ -149,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = _parser().parse_args(argv)
-    for name in ("examples", "max_steps", "max_action_tokens"):
+    for name in ("examples", "max_steps", "max_episode_steps", "max_action_tokens"):
         if getattr(args, name) < 0:
             print(f"error: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
@@ -180,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         block_threshold_s=args.block_threshold,
         max_steps=args.max_steps,
+        max_episode_steps=args.max_episode_steps,
         max_action_tokens=args.max_action_tokens,
         renderer=renderer,
         allow_skip=frozenset(CheckName(c) for c in args.allow_skip),

@@ -296,6 +296,8 @@ class ChatEnv(Env):
         prev_len = len(self._tokens)
         self.turn += 1
         message, fault = decode_action(self.renderer, action, tool_calls=bool(self.tools))
+        if message is not None:
+            message = name_tool_calls(message, self.turn)
         # a sample cut by max_tokens lacks its stop token (so it also parses as malformed) and may
         # end mid-character (invalid UTF-8): truncated wins
         if (
@@ -383,6 +385,19 @@ class ChatEnv(Env):
             metrics=metrics,
             logs=dict(reply.logs) if reply else {},
         )
+
+
+def name_tool_calls(message: Message, turn: int) -> Message:
+    """``message`` with an id on each tool call that has none (``call_<turn>_<i>``), so that
+    the game can answer each call by id (``tool_call_id``) even with a renderer whose format
+    carries no ids (Qwen3's parse gives ``id=None``). Calls that have an id keep it."""
+    calls = message.get("tool_calls")
+    if not calls or all(call.id for call in calls):
+        return message
+    named = [
+        call if call.id else call.model_copy(update={"id": f"call_{turn}_{i}"}) for i, call in enumerate(calls)
+    ]
+    return {**message, "tool_calls": named}
 
 
 def malformed_tool_call_errors(message: Message) -> list[Message]:

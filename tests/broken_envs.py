@@ -13,7 +13,7 @@ from typing import Any
 
 import tinker
 from tinker_cookbook.completers import StopCondition
-from tinker_cookbook.renderers import Message, get_text_content
+from tinker_cookbook.renderers import Message, ToolSpec, get_text_content
 from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
 from tinker_cookbook.rl.types import (
     Action,
@@ -303,3 +303,102 @@ class ToolGroup(EnvGroupBuilder):
 
     async def make_envs(self) -> Sequence[Env]:
         return [ToolEnv(self.declare)]
+
+
+# --- tool-protocol and isolation bugs ----------------------------------------------------------
+class NoCallIdToolEnv(ToolEnv):
+    """Answers each call in the tool role but drops its ``tool_call_id``."""
+
+    async def on_message(self, message: Message) -> Reply:
+        calls = message.get("tool_calls") or []
+        if calls:
+            return Reply(messages=[{"role": "tool", "content": "3"} for _ in calls])
+        return Reply(done=True)
+
+
+class UserRoleToolEnv(ToolEnv):
+    """Sends tool results back as ``user`` messages."""
+
+    async def on_message(self, message: Message) -> Reply:
+        if message.get("tool_calls"):
+            return Reply(messages=[{"role": "user", "content": "lookup says 3"}])
+        return Reply(done=True)
+
+
+class UnansweredToolEnv(ToolEnv):
+    """Leaves the tool calls unanswered and plays on (a ``system`` note instead of results)."""
+
+    async def on_message(self, message: Message) -> Reply:
+        if message.get("tool_calls"):
+            return Reply(messages=[{"role": "system", "content": "Keep going."}])
+        return Reply(done=True)
+
+
+@dataclass(frozen=True)
+class ToolBugGroup(EnvGroupBuilder):
+    """Builds one tool env with the planted bug ``bug`` (``no_id``, ``user_role``, ``unanswered``)."""
+
+    bug: str = "no_id"
+
+    async def make_envs(self) -> Sequence[Env]:
+        kinds = {"no_id": NoCallIdToolEnv, "user_role": UserRoleToolEnv, "unanswered": UnansweredToolEnv}
+        return [kinds[self.bug]()]
+
+
+STORE_TOOL: ToolSpec = {
+    "name": "take",
+    "description": "Take one item from the shared shelf; says how many are left.",
+    "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+}
+
+
+class ShelfEnv(ChatEnv):
+    """A stateful tool env: ``take`` removes an item from ``shelf`` and says what is left."""
+
+    def __init__(self, shelf: dict[str, int]):
+        super().__init__(load_renderer("qwen3_instruct", SMOLLM2), limits=EnvLimits(max_turns=4), tools=[STORE_TOOL])
+        self.shelf = shelf
+        self.prompt = self.tool_prompt()
+
+    def initial_messages(self) -> list[Message]:
+        return [*self.prompt, {"role": "user", "content": "Take a pen."}]
+
+    async def on_message(self, message: Message) -> Reply:
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return Reply(done=True, reward=float(self.shelf["pen"] < 5))
+        self.shelf["pen"] -= len(calls)
+        return Reply(
+            messages=[
+                {"role": "tool", "content": f"{self.shelf['pen']} left", "tool_call_id": c.id or ""} for c in calls
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class SharedShelfGroup(EnvGroupBuilder):
+    """Gives every env of the group ONE shelf dict (the bug); ``shared=False`` gives each its own."""
+
+    shared: bool = True
+
+    async def make_envs(self) -> Sequence[Env]:
+        shelf = {"pen": 5}
+        return [ShelfEnv(shelf if self.shared else dict(shelf)) for _ in range(2)]
+
+
+class ForeverEnv(EchoEnv):
+    """Declares a huge turn budget and never ends (every reply is echoed)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_turns=10**9)
+
+    async def on_message(self, message: Message) -> Reply:
+        return Reply(messages=[{"role": "user", "content": "Again."}])
+
+
+@dataclass(frozen=True)
+class ForeverGroup(EnvGroupBuilder):
+    """Builds one :class:`ForeverEnv`."""
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [ForeverEnv()]

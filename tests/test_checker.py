@@ -58,7 +58,8 @@ def test_checker_passes_on_the_cookbooks_twenty_questions() -> None:
 
 def test_reference_env_passes_every_check() -> None:
     report = check_conformance(broken.EchoGroup(), FAST)
-    assert {r.outcome for r in report.results} == {Outcome.PASS}, str(report)
+    assert report[CheckName.TOOL_PROTOCOL].outcome == Outcome.SKIP  # no tools declared
+    assert {r.outcome for r in report.results if r.check != CheckName.TOOL_PROTOCOL} == {Outcome.PASS}, str(report)
     assert [r.check for r in report.results] == list(CheckName)
 
 
@@ -92,6 +93,11 @@ BROKEN = [
     (broken.NanRewardGroup(), CheckName.FINITE_REWARDS, ["reward nan", "<|im_end|>"]),
     (broken.EndlessGroup(), CheckName.EPISODE_BUDGET, ["not over after 3 steps", "env.limits.max_turns"]),
     (broken.FlakyCleanupGroup(), CheckName.CLEANUP, ["second cleanup() call raised KeyError"]),
+    (broken.ToolBugGroup("no_id"), CheckName.TOOL_PROTOCOL, ["a tool result without its tool_call_id", "lookup"]),
+    (broken.ToolBugGroup("user_role"), CheckName.TOOL_PROTOCOL, ["sent back with the 'user' role"]),
+    (broken.ToolBugGroup("unanswered"), CheckName.TOOL_PROTOCOL, ["left unanswered while the game goes on"]),
+    (broken.SharedShelfGroup(), CheckName.GROUP_ISOLATION, ["envs of a group share state", "after env 0"]),
+    (broken.ForeverGroup(), CheckName.EPISODE_BUDGET, ["not over after 200 steps", "max_episode_steps=200"]),
 ]
 
 
@@ -103,8 +109,18 @@ def test_checker_fails_precisely_on_broken_envs(
     assert not report.ok
     assert [r.check for r in report.failures] == [check], str(report)
     detail = report[check].detail
+    if check in (CheckName.TOOL_PROTOCOL, CheckName.GROUP_ISOLATION, CheckName.EPISODE_BUDGET):
+        assert "\n" not in detail  # one line
     for fragment in fragments:
         assert fragment in detail, detail
+
+
+def test_tool_and_isolation_checks_pass_on_correct_tool_envs() -> None:
+    for builder in (broken.ToolGroup(), broken.SharedShelfGroup(shared=False)):
+        report = check_conformance(builder, FAST)
+        assert report.ok, str(report)
+        assert report[CheckName.TOOL_PROTOCOL].outcome == Outcome.PASS, str(report)
+    assert report[CheckName.GROUP_ISOLATION].outcome == Outcome.PASS, str(report)
 
 
 def test_a_hanging_step_is_reported_not_waited_for() -> None:

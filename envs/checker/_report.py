@@ -36,6 +36,14 @@ class CheckName(StrEnum):
     the env's own messages)."""
     NON_BLOCKING = "non_blocking_steps"
     """No single ``step`` blocks the event loop longer than the threshold."""
+    TOOL_PROTOCOL = "tool_calls_answered"
+    """When an episode goes on after an assistant message with tool calls, each call is answered
+    by exactly one ``tool``-role message carrying its ``tool_call_id`` (not a ``user`` message,
+    none left unanswered). Checked on envs that keep their conversation at ``env.messages``."""
+    GROUP_ISOLATION = "envs_independent"
+    """The envs of a group share no mutable state: env 1 plays a scripted episode the same
+    whether or not env 0 of its group played first (checked on groups of two or more envs whose
+    episodes are deterministic for a seed)."""
     CLEANUP = "cleanup_idempotent"
     """``cleanup()`` can be called twice after ``make_envs`` without raising."""
 

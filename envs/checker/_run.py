@@ -63,6 +63,7 @@ _EPISODE_CHECKS = frozenset(
         CheckName.EPISODE_BUDGET,
         CheckName.EXTENSION,
         CheckName.NON_BLOCKING,
+        CheckName.TOOL_PROTOCOL,
     }
 )
 
@@ -81,6 +82,10 @@ class CheckConfig:
     """A step that blocks the event loop longer than this fails :attr:`CheckName.NON_BLOCKING`."""
     max_steps: int = 64
     """Turn budget assumed for envs that declare none."""
+    max_episode_steps: int = 200
+    """The checker's own bound on an episode, whatever turn budget the env declares: an episode
+    still going after this many steps fails :attr:`CheckName.EPISODE_BUDGET` (an env that never
+    ends under a huge budget fails, it does not hang the check)."""
     step_timeout_s: float = 60.0
     """A step that does not return within this is a hang (fails :attr:`CheckName.NO_RAISE`)."""
     scripted_episodes: int = 2
@@ -212,6 +217,46 @@ def step_result_problem(result: Any, vocab: int | None) -> str | None:
     return None
 
 
+def tool_protocol_problem(turn: Sequence[Message]) -> str | None:
+    """What is wrong with how a game answered the tool calls of one assistant message (None
+    when nothing): ``turn`` is that assistant message followed by the game's new messages.
+
+    Each parsed call must be answered by exactly one ``tool``-role message; when the calls have
+    ids, by the one whose ``tool_call_id`` is the call's id. Calls that could not be parsed
+    (``unparsed_tool_calls``) may be answered by tool messages without an id."""
+    if not turn:
+        return None
+    assistant, replies = turn[0], list(turn[1:])
+    calls = list(assistant.get("tool_calls") or [])
+    if not calls:
+        return None
+    names = ", ".join(f"{c.function.name}" + (f" (id {c.id})" if c.id else "") for c in calls[:3])
+    results = [m for m in replies if m.get("role") == "tool"]
+    roles = sorted({str(m.get("role")) for m in replies})
+    if not results:
+        if "user" in roles:
+            return f"tool results sent back with the 'user' role, not 'tool': the call(s) {names} got no tool message"
+        return f"tool call(s) {names} left unanswered while the game goes on (new message roles: {roles or 'none'})"
+    if not all(c.id for c in calls):  # a renderer that loses ids: answered one to one, in order
+        if len(results) < len(calls):
+            return f"{len(calls)} tool call(s) ({names}) but {len(results)} tool message(s): some left unanswered"
+        return None
+    unnamed = [m for m in results if not m.get("tool_call_id")]
+    if len(unnamed) > len(assistant.get("unparsed_tool_calls") or []):
+        content = str(unnamed[0].get("content"))[:40]
+        return f"a tool result without its tool_call_id (content {content!r}; the calls: {names})"
+    answered = Counter(m.get("tool_call_id") for m in results if m.get("tool_call_id"))
+    for call in calls:
+        if answered[call.id] == 0:
+            return f"tool call {call.function.name} (id {call.id}) left unanswered while the game goes on"
+        if answered[call.id] > 1:
+            return f"tool call {call.function.name} (id {call.id}) answered {answered[call.id]} times"
+    stray = sorted(str(i) for i in set(answered) - {c.id for c in calls})
+    if stray:
+        return f"a tool result answers id {stray[0]!r}, which no call of this turn has (the calls: {names})"
+    return None
+
+
 _MAX_PLAN = 24
 """Most actions drawn per fuzz episode (longer episodes cycle through them)."""
 
@@ -303,6 +348,8 @@ class ConformanceRun:
         """Continued steps for which the renderer claims the extension property."""
         self.tool_extension_turns = 0
         """Extension checks after a tool-call action."""
+        self.tool_turns_checked = 0
+        """Continued turns whose tool calls were checked for their answers (tool protocol)."""
         self._strategies: dict[tuple[Any, ...], st.SearchStrategy[DrawnAction]] = {}
         self.initial_stop: StopCondition | None = None
         self.plan_budget = config.max_steps
@@ -393,6 +440,8 @@ class ConformanceRun:
                 if self.stopped:
                     break
                 self._scripted_episode(self.config.seed + i, offset=i)
+            if not self.stopped:
+                self._check_isolation()
             if not self.stopped and self.config.examples > 0:
                 self.fuzz(self.config.examples, self.config.seed)
         if CheckName.MAKE_ENVS not in self.failures:
@@ -524,19 +573,28 @@ class ConformanceRun:
         obs_tokens = list(observation.to_ints())
         budget, source = declared_budget(env, self.config.max_steps)
         self.budget_seen = (budget, source)
+        bound = min(budget, self.config.max_episode_steps)
         renderer = getattr(env, "renderer", None)
         renderer = renderer if isinstance(renderer, Renderer) else self.renderer
         tokenizer = self.tokenizer
         steps = 0
         while True:
-            if steps >= budget:
+            if steps >= bound:
+                own = (
+                    f"; the checker's own bound max_episode_steps={bound} (an env that never ends "
+                    "would hang its rollouts; raise the bound if its episodes are meant to be longer)"
+                    if bound < budget
+                    else ""
+                )
                 self.fail(
                     CheckName.EPISODE_BUDGET,
-                    f"seed {seed}: episode not over after {steps} steps (budget {budget}, {source})",
+                    f"seed {seed}: episode not over after {steps} steps (budget {budget}, {source}){own}",
                 )
                 break
             drawn = next_action(steps + 1, stop)
             action = drawn.tokens
+            history = getattr(env, "messages", None)
+            before = len(history) if isinstance(history, list) else None
             outcome = self.portal.call(self._step, env, action, drawn.extra)
             steps += 1
             self.actions += 1
@@ -577,6 +635,11 @@ class ConformanceRun:
                 break
             next_tokens = list(result.next_observation.to_ints())
             messages = getattr(env, "messages", None)  # a ChatEnv's conversation refines compaction
+            if before is not None and isinstance(messages, list) and len(messages) > before:
+                problem = tool_protocol_problem(messages[before:])
+                self.tool_turns_checked += int(bool(messages[before].get("tool_calls")))
+                if problem:
+                    self.fail(CheckName.TOOL_PROTOCOL, f"{problem}; {what}")
             claimed = renderer is not None and extension_expected(
                 renderer, steps, messages if isinstance(messages, list) else None
             )
@@ -598,6 +661,11 @@ class ConformanceRun:
     def _scripted_episode(self, seed: int, offset: int) -> None:
         """Clean replies only: for a tool env, a call to each tool in turn (then a malformed
         call, then text), so that multi-turn tool episodes run and the extension is checked."""
+        self.play(seed, self._script(offset))
+
+    def _script(self, offset: int) -> Callable[[int, StopCondition], DrawnAction]:
+        """The scripted episode's actions: each declared tool's call first (every other script
+        also a malformed call), then text replies."""
         assert self.tokenizer is not None
         tokenizer = self.tokenizer
         texts = [t for t in WELL_FORMED_TEXTS if t and not t.startswith(("Guess", "Final"))]
@@ -616,7 +684,77 @@ class ConformanceRun:
             text = texts[(turn - len(calls) + offset) % len(texts)]
             return DrawnAction(ActionKind.WELL_FORMED, well_formed_action(text, tokenizer, stop), True)
 
-        self.play(seed, next_action)
+        return next_action
+
+    # --- isolation -----------------------------------------------------------------------
+    async def _trajectory(self, env: Env, script: Callable[[int, StopCondition], DrawnAction]) -> list[Any]:
+        """What ``env`` answers to ``script``: its initial tokens, then (reward, done, tokens)
+        per step, within the checker's bounds."""
+        first = await env.initial_observation()
+        if isinstance(first, InitialObservationOverflow):
+            return ["overflow"]
+        observation, stop = first
+        out: list[Any] = [tuple(observation.to_ints())]
+        budget = min(declared_budget(env, self.config.max_steps)[0], self.config.max_episode_steps)
+        for turn in range(1, budget + 1):
+            drawn = script(turn, stop)
+            with anyio.fail_after(self.config.step_timeout_s):
+                result = await env.step(drawn.tokens, extra=drawn.extra)  # type: ignore[arg-type]
+            out.append((float(result.reward), result.episode_done, tuple(result.next_observation.to_ints())))
+            if result.episode_done:
+                break
+            stop = result.next_stop_condition
+        return out
+
+    def _group_trajectory(self, seed: int, play_first: bool) -> list[Any] | None:
+        """Env 1's trajectory under the script in a fresh group built for ``seed`` (after env 0
+        played the same script when ``play_first``); None for a group of one env."""
+        made = self._build(seed)
+        if made is None:
+            return None
+        try:
+            envs = self.portal.call(make_env_group, made)
+            if len(envs) < 2:
+                return None
+            if play_first:
+                self.portal.call(self._trajectory, envs[0], self._script(0))
+            return self.portal.call(self._trajectory, envs[1], self._script(0))
+        finally:
+            self._cleanup_quietly(made)
+
+    def _check_isolation(self) -> None:
+        """Env 1 alone, twice (is it deterministic?), then after env 0 played: a difference is
+        state the envs of a group share."""
+        seed = self.config.seed
+        try:
+            alone = self._group_trajectory(seed, play_first=False)
+            if alone is None:
+                self.skips[CheckName.GROUP_ISOLATION] = "not applicable: the group has one env"
+                return
+            again = self._group_trajectory(seed, play_first=False)
+            after = self._group_trajectory(seed, play_first=True) if again == alone else None
+        except Exception as error:  # the episode checks report the env's own errors
+            self.skips[CheckName.GROUP_ISOLATION] = f"not run: a scripted episode raised {describe_exception(error)}"
+            return
+        if again != alone:
+            self.skips[CheckName.GROUP_ISOLATION] = (
+                f"not applicable: env 1 of two groups built for seed {seed} answered the same actions "
+                "differently (not deterministic, or state shared across groups)"
+            )
+            return
+        if after != alone:
+            assert after is not None
+            turn = next((i for i, (a, b) in enumerate(zip(alone, after, strict=False)) if a != b), min(len(alone), len(after)))
+            what = "initial observation" if turn == 0 else f"step {turn}"
+            self.fail(
+                CheckName.GROUP_ISOLATION,
+                f"envs of a group share state: env 1 answered the same actions differently after env 0 "
+                f"played (seed {seed}, first difference at its {what})",
+            )
+            return
+        self.notes[CheckName.GROUP_ISOLATION] = (
+            f"env 1 played {len(alone) - 1} scripted steps the same alone and after env 0"
+        )
 
     def _actions_for(self, stop: StopCondition) -> st.SearchStrategy[DrawnAction]:
         key = tuple(stop)
@@ -713,6 +851,7 @@ class ConformanceRun:
             "multi_turn_steps": self.continued_steps,
             "extension_turns": self.extension_turns,
             "extension_turns_after_tool_calls": self.tool_extension_turns,
+            "tool_turns_checked": self.tool_turns_checked,
         }
 
     def results(self) -> tuple[CheckResult, ...]:
@@ -762,6 +901,19 @@ class ConformanceRun:
             f"longest event-loop block {self.max_blocked * 1000:.0f} ms "
             f"(threshold {self.config.block_threshold_s * 1000:.0f} ms)",
         )
+        if self.tool_turns_checked:
+            out[CheckName.TOOL_PROTOCOL] = (
+                Outcome.PASS,
+                f"tool calls answered one to one, by id, in the tool role on {self.tool_turns_checked} turns",
+            )
+        elif not self.tools:
+            out[CheckName.TOOL_PROTOCOL] = (Outcome.SKIP, "not applicable: the env declares no tools")
+        else:
+            out[CheckName.TOOL_PROTOCOL] = (
+                Outcome.SKIP,
+                "not checked: no tool call was followed by a continued turn of an env that keeps "
+                "its conversation at env.messages",
+            )
         if self.extension_turns:
             tools = f" ({self.tool_extension_turns} after tool calls)" if self.tools else ""
             out[CheckName.EXTENSION] = (

@@ -203,7 +203,12 @@ def _load(spec: str) -> Any:
 
 
 def env_source(env_id: str, **config: Any) -> EnvSource:
-    """The env source behind ``env_id`` (a builder, dataset or factory), for ``config``."""
+    """The env source behind ``env_id`` (a builder, dataset or factory), for ``config``; also
+    another framework's env through its adapter (``textarena:<GameId>``, see :mod:`envs.interop`)."""
+    if env_id.startswith("textarena:"):
+        from envs.interop.textarena import textarena_source
+
+        return textarena_source(env_id, **config)
     return _load(_entry(env_id).source)(**config)
 
 
