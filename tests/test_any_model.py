@@ -139,8 +139,13 @@ BUILDERS: dict[str, Callable[[], Any]] = {
 """``<env package>[:<variant>]`` -> a dataset builder for :data:`MODEL`."""
 
 
+SEATED = {"tictactoe": "a multi-seat game: its groups play through envs.seats' game loop, not do_group_rollout"}
+"""Included envs not played here, with the reason (the cookbook's ``do_group_rollout`` steps one
+env at a time; a seated game's seats are driven by its own loop, see tests/test_tictactoe.py)."""
+
+
 def test_every_included_env_is_covered() -> None:
-    included = {p.parent.name for p in ENVS.glob("*/train.py")}
+    included = {p.parent.name for p in ENVS.glob("*/train.py")} - set(SEATED)
     covered = {name.split(":")[0] for name in BUILDERS}
     assert included <= covered, f"add a builder for {sorted(included - covered)} to BUILDERS"
 

@@ -24,6 +24,11 @@ NOT_PACKAGES = {"tests", "bench", "scripts", "docs", "runs"}
 NO_API = {
     "backend.local": "the local backend's implementation (private modules only; use ``backend``)",
     "envs.judge.data": "data files of the judge envs",
+    "envs.distill": "a command (``python -m envs.distill``); its pieces live in ``envs.distill.pipeline``",
+    "envs.distill.data": "data files of the distillation command",
+    "envs.evals": "Inspect task modules (``envs.evals.inspect_tasks``) and their builders, named by path",
+    "envs.evals.data": "data files of the offline evaluations",
+    "envs.interop": "one module per adapted framework (``envs.interop.textarena``), imported by path",
 }
 """Public-looking packages with no ``__all__`` on purpose, with the reason."""
 

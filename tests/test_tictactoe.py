@@ -120,7 +120,7 @@ def test_one_step_on_the_tiny_model_writes_the_win_draw_loss_table(tmp_path: Pat
     summary = training.train(config)
     assert summary.end_step == 1 and summary.warm_start
     evals = read_rows(tmp_path / "eval.jsonl")
-    assert [r["step"] for r in evals] == [0, 1]
+    assert [(r["step"], r["stage"]) for r in evals] == [(0, "untrained"), (0, "warm_start"), (1, "rl")]
     for row in evals:
         for opponent in ("random", "optimal"):
             table = [row[f"eval/env/vs_{opponent}/tictactoe/{k}"] for k in ("win", "draw", "loss")]

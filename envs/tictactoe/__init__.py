@@ -1,10 +1,9 @@
 """Tic-tac-toe: a two-seat zero-sum game on :mod:`envs.seats`, trained by self-play.
 
-- Rules and rewards: :class:`TicTacToeConfig`, :class:`TicTacToeGame`, :class:`Metric`,
-  :func:`winner`, :func:`free_cells`, :func:`render_board`, :func:`parse_board`, :func:`parse_move`,
-  :func:`move_values` (minimax).
+- Rules and rewards: :class:`TicTacToeConfig`, :class:`TicTacToeGame` (the board helpers and
+  the minimax values live in :mod:`envs.tictactoe.env`).
 - Scripted players: :class:`RandomPlayer`, :class:`OptimalPlayer`.
-- Builders: :class:`TicTacToeDatasetBuilder` (chz), :class:`TicTacToeDataset`,
+- Builders: :class:`TicTacToeDatasetBuilder` (chz),
   :func:`eval_builders`, :func:`make_opponent`, :data:`OPPONENTS`.
 - Training: ``python -m envs.tictactoe.train`` (:class:`~envs.tictactoe.train.TicTacToeTrainConfig`).
 """

@@ -4,9 +4,6 @@ from .builders import (
     OPPONENTS as OPPONENTS,
 )
 from .builders import (
-    TicTacToeDataset as TicTacToeDataset,
-)
-from .builders import (
     TicTacToeDatasetBuilder as TicTacToeDatasetBuilder,
 )
 from .builders import (
@@ -19,28 +16,7 @@ from .config import (
     TicTacToeConfig as TicTacToeConfig,
 )
 from .env import (
-    Metric as Metric,
-)
-from .env import (
     TicTacToeGame as TicTacToeGame,
-)
-from .env import (
-    free_cells as free_cells,
-)
-from .env import (
-    move_values as move_values,
-)
-from .env import (
-    parse_board as parse_board,
-)
-from .env import (
-    parse_move as parse_move,
-)
-from .env import (
-    render_board as render_board,
-)
-from .env import (
-    winner as winner,
 )
 from .players import (
     OptimalPlayer as OptimalPlayer,
