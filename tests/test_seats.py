@@ -22,7 +22,7 @@ from envs.seats._solo import SoloSeatEnv
 from envs.tictactoe.env import Metric, TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
 from renderers_ext import load_renderer
-from rollout import AdvantageConfig, assemble
+from rollout import AdvantageConfig, EngineConfig, assemble
 from rollout._datums import group_advantages
 from tests.seat_players import Behaviour, TokenRandom
 from training._rollouts import SupportsSeatedRollout, _run_mixed, rollout_config
@@ -177,3 +177,39 @@ def test_compaction_reaches_every_seat() -> None:
 
     envs = anyio.run(one)
     assert all(isinstance(e.renderer, CompactingRenderer) and e.renderer.period == 2 for e in envs)
+
+
+def test_a_seeded_config_places_every_policy_call_and_reproduces_the_games() -> None:
+    """With ``EngineConfig(seed=...)`` each call of the policy carries its ``SampleCall`` (group,
+    the seat's slot, its turn), as the engine does for the envs it steps: a policy that draws from
+    its call's seed plays the same games again, whatever order the calls arrive in."""
+    import random
+
+    from rollout import SampleCall
+    from training import call_seed
+
+    class Placed(TokenRandom):
+        seen: list[SampleCall]
+
+        async def __call__(self, model_input, stop, *, max_tokens=None, call: SampleCall | None = None):  # type: ignore[override]
+            assert call is not None
+            self.seen.append(call)
+            await anyio.sleep(random.random() * 0.002)  # arrival order differs run to run
+            self.rng = random.Random(call_seed(call))
+            return await super().__call__(model_input, stop, max_tokens=max_tokens)
+
+    def run() -> tuple[list[float], list[SampleCall]]:
+        policy = Placed(R, 0)
+        policy.seen = []
+        b = builder([Seat.policy(), Seat.policy()], games=6)
+        outcomes = anyio.run(b.rollout_seated, policy, EngineConfig(seed=5), 3)
+        rewards = [r for o in outcomes if o.group is not None for r in o.group.final_rewards_G]
+        return rewards, policy.seen
+
+    (first, calls), (second, _) = run(), run()
+    assert first == second
+    assert {(c.seed, c.group, c.attempt) for c in calls} == {(5, 3, 0)}
+    assert len({(c.slot, c.turn) for c in calls}) == len(calls)  # one place per call
+    for slot in {c.slot for c in calls}:
+        turns = sorted(c.turn for c in calls if c.slot == slot)
+        assert turns == list(range(len(turns)))

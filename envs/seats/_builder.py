@@ -17,28 +17,44 @@ accounting: ``requested`` games = ``completed`` + ``failed``.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.renderers import Renderer
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RolloutError, TrajectoryGroup
 
+from backend.seeding import mix_seed
 from envs.core import EnvLimits
 from envs.seats._game import Game, SeatEnv
 from envs.seats._loop import GameRecord, LoopConfig, SeatResult, play_game
 from envs.seats._players import Seat, seat_policy
-from rollout import EngineConfig, GroupOutcome
+from rollout import EngineConfig, GroupOutcome, SampleCall
 
 
 def game_seed(seed: int, index: int) -> int:
     """The seed of game ``index`` of a group seeded ``seed`` (stable across processes)."""
-    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
+    return mix_seed(seed, "game", index)
+
+
+class _Placed:
+    """The policy of one seat of one game of a seeded batch: every call carries its place
+    (``rollout.SampleCall``: the batch's seed, the group, the seat's slot in the group, the seat's
+    turn), as the engine hands it to the envs it steps, so a seeded run samples the same tokens."""
+
+    def __init__(self, policy: TokenCompleter, seed: int, group: int, slot: int) -> None:
+        self.policy = policy
+        self.seed, self.group, self.slot = seed, group, slot
+        self.turn = 0
+
+    async def __call__(self, model_input: Any, stop: Any, **kwargs: Any) -> Any:
+        call = SampleCall(self.seed, self.group, self.slot, 0, self.turn)
+        self.turn += 1
+        return await self.policy(model_input, stop, call=call, **kwargs)  # type: ignore[call-arg]
 
 
 @dataclass
@@ -88,11 +104,23 @@ class SeatedGroupBuilder(EnvGroupBuilder):
         return list(self.tags)
 
     async def play_one(
-        self, index: int, policy: TokenCompleter | None, loop: LoopConfig | None = None
+        self,
+        index: int,
+        policy: TokenCompleter | None,
+        loop: LoopConfig | None = None,
+        place: tuple[int, int] | None = None,
     ) -> GameRecord:
-        """Game ``index`` of this group, played to its end."""
+        """Game ``index`` of this group, played to its end. With ``place`` (the batch's seed and
+        this group's index in it), every call of the policy carries its ``rollout.SampleCall``."""
         game, envs, drawn = self._setup(index)
-        policies = [seat_policy(s, e, policy) for s, e in zip(drawn, envs, strict=True)]
+        n = len(drawn)
+
+        def placed(seat: int) -> TokenCompleter | None:
+            if policy is None or place is None:
+                return policy
+            return _Placed(policy, place[0], place[1], index * n + seat)  # type: ignore[return-value]
+
+        policies = [seat_policy(s, e, placed(i)) for i, (s, e) in enumerate(zip(drawn, envs, strict=True))]
         return await play_game(
             game,
             envs,
@@ -102,12 +130,14 @@ class SeatedGroupBuilder(EnvGroupBuilder):
             config=loop or self.loop,
         )
 
-    async def play(self, policy: TokenCompleter | None, loop: LoopConfig | None = None) -> list[GameRecord]:
+    async def play(
+        self, policy: TokenCompleter | None, loop: LoopConfig | None = None, place: tuple[int, int] | None = None
+    ) -> list[GameRecord]:
         """Every game of the group, concurrently (one task per game), in game order."""
         records: list[GameRecord | None] = [None] * self.games
 
         async def one(i: int) -> None:
-            records[i] = await self.play_one(i, policy, loop)
+            records[i] = await self.play_one(i, policy, loop, place)
 
         async with anyio.create_task_group() as tg:
             for i in range(self.games):
@@ -171,7 +201,8 @@ class SeatedGroupBuilder(EnvGroupBuilder):
     ) -> list[GroupOutcome]:
         """Play the group with ``policy`` on the policy's seats and return its role groups
         (``SupportsSeatedRollout`` of ``training._rollouts``). The engine config's sampling-call
-        deadline, step deadline, extension check and compaction period apply to every seat."""
+        deadline, step deadline, extension check and compaction period apply to every seat, and
+        its ``seed`` places every call of the policy (as the engine does for the envs it steps)."""
         loop = self.loop
         if config is not None:
             loop = LoopConfig(
@@ -182,7 +213,8 @@ class SeatedGroupBuilder(EnvGroupBuilder):
                 compaction_period=config.compaction_period or loop.compaction_period,
             )
         t0 = time.monotonic()
-        records = await self.play(policy, loop)
+        place = (config.seed, index) if config is not None and config.seed is not None else None
+        records = await self.play(policy, loop, place)
         return self.groups(records, index, time.monotonic() - t0)
 
 
