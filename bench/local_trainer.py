@@ -252,20 +252,29 @@ def grad_rel_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     )
 
 
-def time_ratio(core: TrainerCore, data: list[types.Datum], loss_fn: str, reps: int) -> tuple[float, float]:
-    """Seconds of ``forward_backward`` with shared prefixes and without, alternated."""
+def time_ratio(
+    core: TrainerCore, data: list[types.Datum], loss_fn: str, reps: int, warmup: bool
+) -> tuple[float, float, float]:
+    """Seconds of ``forward_backward`` with shared prefixes and without (alternated), and the
+    relative gradient difference between the two (:func:`grad_rel_diff`, last repeat)."""
     times = {True: 0.0, False: 0.0}
-    for share in (True, False):  # warm-up
-        grads_of(core, data, loss_fn, share)
+    if warmup:
+        for share in (True, False):
+            grads_of(core, data, loss_fn, share)
+    grads: dict[bool, list[torch.Tensor]] = {}
     for _ in range(reps):
         for share in (True, False):
             core.share_prefixes = share
+            core.model.zero_grad(set_to_none=True)
             t0 = time.perf_counter()
             core.forward_backward(data, loss_fn, None, backward=True)
             times[share] += time.perf_counter() - t0
-            core.model.zero_grad(set_to_none=True)
+            grads[share] = [
+                p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params
+            ]
+    core.model.zero_grad(set_to_none=True)
     core.share_prefixes = True
-    return times[True], times[False]
+    return times[True], times[False], grad_rel_diff(grads[False], grads[True])
 
 
 def shared_prefixes(args: argparse.Namespace) -> int:
@@ -281,11 +290,6 @@ def shared_prefixes(args: argparse.Namespace) -> int:
                 p.normal_(0.0, 1e-3)
     loss_fn, recorded = recorded_batch(args.recorded)
     math = math_batch(tok, 2 if args.quick else args.math_groups)
-    z = 0.0
-    for name, data, loss in (("recorded", recorded, loss_fn), ("math", math, "importance_sampling")):
-        diff = grad_rel_diff(grads_of(core, data, loss, False), grads_of(core, data, loss, True))
-        print(f"{name} batch: gradient relative difference shared vs flat {diff:.2e} (float32)")
-        z = max(z, diff)
     seqs = [d.model_input.to_ints() for d in recorded]
     flat = sum(len(s) for s in seqs)
     computed = core.plan(core.prepare(recorded, loss_fn)).tokens
@@ -295,15 +299,22 @@ def shared_prefixes(args: argparse.Namespace) -> int:
         f"recorded batch ({args.recorded.name}): {len(seqs)} datums, {flat} tokens; shared passes compute "
         f"{computed}, bound {bound}"
     )
-    shared_t, flat_t = time_ratio(core, recorded, loss_fn, reps)
-    print(f"recorded batch: shared {shared_t / reps:.2f} s, flat {flat_t / reps:.2f} s per forward_backward")
+    shared_t, flat_t, z_recorded = time_ratio(core, recorded, loss_fn, reps, not args.no_warmup)
+    print(
+        f"recorded batch: shared {shared_t / reps:.2f} s, flat {flat_t / reps:.2f} s per forward_backward; "
+        f"gradient relative difference {z_recorded:.2e} (float32)"
+    )
     x = shared_t / flat_t
     math_seqs = [d.model_input.to_ints() for d in math]
     print(
         f"math batch: {len(math)} datums, {sum(len(s) for s in math_seqs)} tokens, bound {prefix_bound(math_seqs)}"
     )
-    shared_m, flat_m = time_ratio(core, math, "importance_sampling", reps)
-    print(f"math batch: shared {shared_m / reps:.2f} s, flat {flat_m / reps:.2f} s per forward_backward")
+    shared_m, flat_m, z_math = time_ratio(core, math, "importance_sampling", reps, not args.no_warmup)
+    print(
+        f"math batch: shared {shared_m / reps:.2f} s, flat {flat_m / reps:.2f} s per forward_backward; "
+        f"gradient relative difference {z_math:.2e} (float32)"
+    )
+    z = max(z_recorded, z_math)
     m = shared_m / flat_m
     print(
         f"ratio_tokens_computed_vs_flat={y:.3f} ratio_prefix_bound_vs_flat={b:.3f} "
@@ -318,6 +329,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the tiny test model, fewer groups and repeats")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-warmup", action="store_true", help="time the first passes too")
     ap.add_argument("--math-groups", type=int, default=4)
     ap.add_argument("--recorded", type=Path, default=RECORDED)
     ap.add_argument("--vs-plain-torch", action="store_true", help="the client against torch + peft")
