@@ -1,28 +1,43 @@
-"""Benchmark of the local training client on SmolLM2-135M (CPU) vs a plain torch + peft loop.
+"""Benchmark of the local training client on SmolLM2-135M (CPU): shared-prefix passes against the
+plain padded ones, and (``--vs-plain-torch``) the client against a plain torch + peft loop.
 
-Both run ``forward_backward`` (cross-entropy, summed) on the same padded batch with the same LoRA
-setup; tokens/s are compared, alternating the two to share machine noise. Also reports the max
-abs gap between sampler logprobs and training ``forward`` logprobs on the same tokens.
+Shared prefixes (default): ``forward_backward`` with ``share_prefixes`` on and off, alternated to
+share machine noise, on two batches:
 
-Also times the same batch as RL datums (``importance_sampling``, advantages zero on the first 70%
-of each sequence, like observation tokens) with float32 and with ``compute_dtype="bfloat16"``.
+- a batch recorded from a real main-job step (``bench/data/twenty_questions_step0.json.gz``,
+  written by ``bench/record_training_batch.py``: the Twenty Questions main job's first RL step,
+  ``importance_sampling``), where the 8 games of a group share their opening;
+- a math-shaped batch: groups of 8 answers of 64 tokens after one 256-token prompt, advantages on
+  the answers only.
 
-The plain loop runs on the backend's compute thread, as ours does, so the process has one OpenMP
-thread pool (a second one slows both sides: see ``bench/compute_thread.py``).
+Reported: tokens the shared passes compute over the flat batch's tokens (``y``), the batch's
+bound, each distinct prefix token once (``b``), the train-time ratios on the recorded batch
+(``x``) and the math batch (``m``), and the largest relative difference of a LoRA weight's
+gradient between the two passes in float32 (``z``; LoRA ``B`` made non-zero so every weight has a
+gradient; per weight tensor, relative to its norm or to 1% of the whole gradient's, whichever is
+larger). Goals: ``y <= b + 0.02``, ``x <= 1.15 b``, ``m <= 0.35``, ``z <= 1e-5``.
 
-Run: ``nice .venv/bin/python bench/local_trainer.py [--quick]``. The last line is
-``ratio_vs_plain_torch=<z>`` (goal >= 0.9).
+Run: ``nice .venv/bin/python bench/local_trainer.py [--quick]`` (``--quick``: the tiny test model,
+fewer groups and repeats). The last line is ``ratio_tokens_computed_vs_flat=<y>
+ratio_prefix_bound_vs_flat=<b> ratio_train_time_shared_vs_flat=<x>
+ratio_train_time_shared_vs_flat_math=<m> max_grad_rel_diff=<z>``. Measured figures go to
+``envs/twenty_questions/NOTES.md``.
 
-Measured (Intel Xeon with AMX, 2 threads, idle, 2026-12-05, main at 6a091f5, both sides on the
-compute thread): 8 sequences, 1944 tokens, 2 passes; ours 297.2 tok/s, plain torch + peft 245.8
-tok/s (same loss, 2155.038); RL datums 323.0 tok/s in float32, 465.6 in bfloat16
-(``ratio_bfloat16_vs_float32_rl=1.44``); sampler vs forward logprob gap 1.12e-05:
-``ratio_vs_plain_torch=1.21``.
+``--vs-plain-torch``: both run ``forward_backward`` (cross-entropy, summed) on the same padded
+batch with the same LoRA setup; tokens/s are compared, alternating the two. Also times the same
+batch as RL datums (``importance_sampling``, advantages zero on the first 70% of each sequence)
+with float32 and with ``compute_dtype="bfloat16"``, and reports the max abs gap between sampler
+logprobs and training ``forward`` logprobs on the same tokens. The plain loop runs on the
+backend's compute thread, as ours does, so the process has one OpenMP thread pool (a second one
+slows both sides: see ``bench/compute_thread.py``). Its last line is ``ratio_vs_plain_torch=<z>``
+(goal >= 0.9).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import sys
 import time
@@ -34,10 +49,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from tinker import types
 
-from backend import SMOLLM2, LocalServiceClient, load_tokenizer
+from backend import SMOLLM2, TINY, LocalServiceClient, load_tokenizer
 from backend.local._device import run as on_compute_thread
-from backend.local._trainer import ATTN_MODULES, MLP_MODULES
+from backend.local._prefix import prefix_bound
+from backend.local._trainer import ATTN_MODULES, MLP_MODULES, TrainerCore
 from backend.local._weights import fresh_base
+
+RECORDED = Path(__file__).resolve().parent / "data" / "twenty_questions_step0.json.gz"
 
 TEXT = (
     "The local backend trains LoRA adapters on a small language model. It batches data into padded "
@@ -81,12 +99,8 @@ def plain_loop_fn(rank: int):
     return step
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller batch, fewer repeats")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+def vs_plain_torch(args: argparse.Namespace) -> int:
+    """The client against a plain torch + peft loop (module docstring)."""
     n, length, reps = (4, 128, 2) if args.quick else (8, 256, 3)
     rank = 16
     tok = load_tokenizer()
@@ -178,6 +192,152 @@ def main() -> int:
     print(f"max_abs_logprob_gap_sampler_vs_forward={gap:.2e}")
     print(f"ratio_vs_plain_torch={ours_tps / plain_tps:.2f}")
     return 0
+
+
+def recorded_batch(path: Path) -> tuple[str, list[types.Datum]]:
+    """The loss and datums written by ``bench/record_training_batch.py``."""
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)
+    data = [
+        types.Datum(
+            model_input=types.ModelInput.from_ints(d["model_input"]),
+            loss_fn_inputs=d["loss_fn_inputs"],
+        )
+        for d in raw["datums"]
+    ]
+    return raw["loss_fn"], data
+
+
+def math_batch(
+    tok, groups: int, prompt_len: int = 256, answer_len: int = 64, group_size: int = 8
+) -> list[types.Datum]:
+    """Groups of ``group_size`` answers of ``answer_len`` tokens after one ``prompt_len``-token
+    prompt; advantages on the answer tokens only (RL datums, as the cookbook builds them)."""
+    text = tok.encode(TEXT * 60)
+    data = []
+    for g in range(groups):
+        prompt = text[g * 13 : g * 13 + prompt_len]
+        for j in range(group_size):
+            start = 200 + 31 * (g * group_size + j)
+            seq = prompt + text[start : start + answer_len]
+            n = len(seq) - 1
+            adv = 0.5 if j % 2 else -0.5
+            data.append(
+                types.Datum(
+                    model_input=types.ModelInput.from_ints(seq[:-1]),
+                    loss_fn_inputs={  # type: ignore[dict-item]
+                        "target_tokens": seq[1:],
+                        "logprobs": [-2.0] * n,
+                        "advantages": [0.0] * (prompt_len - 1) + [adv] * (n - prompt_len + 1),
+                    },
+                )
+            )
+    return data
+
+
+def grads_of(core: TrainerCore, data: list[types.Datum], loss_fn: str, share: bool) -> list[torch.Tensor]:
+    core.share_prefixes = share
+    core.model.zero_grad(set_to_none=True)
+    core.forward_backward(data, loss_fn, None, backward=True)
+    grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params]
+    core.model.zero_grad(set_to_none=True)
+    return grads
+
+
+def grad_rel_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """Largest per-tensor ``|a - b| / max(|a|, 1% of the whole gradient's norm)``."""
+    total = float(torch.cat([g.reshape(-1) for g in a]).norm())
+    return max(
+        float((x - y).norm()) / max(float(x.norm()), 1e-2 * total, 1e-30) for x, y in zip(a, b, strict=True)
+    )
+
+
+def time_ratio(
+    core: TrainerCore, data: list[types.Datum], loss_fn: str, reps: int, warmup: bool
+) -> tuple[float, float, float]:
+    """Seconds of ``forward_backward`` with shared prefixes and without (alternated), and the
+    relative gradient difference between the two (:func:`grad_rel_diff`, last repeat)."""
+    times = {True: 0.0, False: 0.0}
+    if warmup:
+        for share in (True, False):
+            grads_of(core, data, loss_fn, share)
+    grads: dict[bool, list[torch.Tensor]] = {}
+    for _ in range(reps):
+        for share in (True, False):
+            core.share_prefixes = share
+            core.model.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            core.forward_backward(data, loss_fn, None, backward=True)
+            times[share] += time.perf_counter() - t0
+            grads[share] = [
+                p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params
+            ]
+    core.model.zero_grad(set_to_none=True)
+    core.share_prefixes = True
+    return times[True], times[False], grad_rel_diff(grads[False], grads[True])
+
+
+def shared_prefixes(args: argparse.Namespace) -> int:
+    """Shared-prefix passes against plain ones (module docstring)."""
+    model = TINY if args.quick else SMOLLM2
+    reps = 1 if args.quick else args.reps
+    tok = load_tokenizer()
+    core = TrainerCore(model, rank=16, seed=0)
+    with torch.no_grad(), torch.random.fork_rng():  # B != 0: every LoRA weight gets a gradient
+        torch.manual_seed(0)
+        for name, p in core.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 1e-3)
+    loss_fn, recorded = recorded_batch(args.recorded)
+    math = math_batch(tok, 2 if args.quick else args.math_groups)
+    seqs = [d.model_input.to_ints() for d in recorded]
+    flat = sum(len(s) for s in seqs)
+    computed = core.plan(core.prepare(recorded, loss_fn)).tokens
+    bound = prefix_bound(seqs)
+    y, b = computed / flat, bound / flat
+    print(
+        f"recorded batch ({args.recorded.name}): {len(seqs)} datums, {flat} tokens; shared passes compute "
+        f"{computed}, bound {bound}"
+    )
+    shared_t, flat_t, z_recorded = time_ratio(core, recorded, loss_fn, reps, not args.no_warmup)
+    print(
+        f"recorded batch: shared {shared_t / reps:.2f} s, flat {flat_t / reps:.2f} s per forward_backward; "
+        f"gradient relative difference {z_recorded:.2e} (float32)"
+    )
+    x = shared_t / flat_t
+    math_seqs = [d.model_input.to_ints() for d in math]
+    print(
+        f"math batch: {len(math)} datums, {sum(len(s) for s in math_seqs)} tokens, bound {prefix_bound(math_seqs)}"
+    )
+    shared_m, flat_m, z_math = time_ratio(core, math, "importance_sampling", reps, not args.no_warmup)
+    print(
+        f"math batch: shared {shared_m / reps:.2f} s, flat {flat_m / reps:.2f} s per forward_backward; "
+        f"gradient relative difference {z_math:.2e} (float32)"
+    )
+    z = max(z_recorded, z_math)
+    m = shared_m / flat_m
+    print(
+        f"ratio_tokens_computed_vs_flat={y:.3f} ratio_prefix_bound_vs_flat={b:.3f} "
+        f"ratio_train_time_shared_vs_flat={x:.3f} ratio_train_time_shared_vs_flat_math={m:.3f} "
+        f"max_grad_rel_diff={z:.2e}"
+    )
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="the tiny test model, fewer groups and repeats")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-warmup", action="store_true", help="time the first passes too")
+    ap.add_argument("--math-groups", type=int, default=4)
+    ap.add_argument("--recorded", type=Path, default=RECORDED)
+    ap.add_argument("--vs-plain-torch", action="store_true", help="the client against torch + peft")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.vs_plain_torch:
+        return vs_plain_torch(args)
+    return shared_prefixes(args)
 
 
 if __name__ == "__main__":

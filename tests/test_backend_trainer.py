@@ -299,6 +299,7 @@ def test_unweighted_positions_skip_the_graph_but_not_the_gradient(loss_fn: str) 
             for p in core.params:
                 p.add_(0.01 * torch.randn_like(p))
         core.selective_unembedding = selective
+        core.share_prefixes = False  # the padded path (tests/test_backend_prefix.py: the shared one)
         out = core.forward_backward(data, loss_fn, None, backward=True)
         grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params]
         return grads, [o["logprobs"].tolist() for o in out.loss_fn_outputs]

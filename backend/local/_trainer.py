@@ -26,6 +26,7 @@ from . import _checkpoint as ckpt
 from ._dtype import check_compute_dtype
 from ._errors import CustomLossError, InvalidDatumError, LocalBackendError
 from ._losses import get_loss
+from ._prefix import Plan, TreeLayout, plan, tree_attention_on
 from ._weights import fresh_base
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -140,6 +141,8 @@ class TrainerCore:
         self.pad_id = int(getattr(self.model.config, "pad_token_id", None) or 0)
         # Unembed zero-weight positions (observations, in RL) without autograd; see target_logprobs.
         self.selective_unembedding = True
+        # Compute a prefix shared by several datums of a batch once (see ._prefix).
+        self.share_prefixes = True
 
     # ----------------------------------------------------------------- data
     def prepare(self, data: Sequence[types.Datum], loss_fn: str) -> list[_Prepared]:
@@ -180,6 +183,15 @@ class TrainerCore:
                 raise InvalidDatumError(f"datum {i}: model_input has ids outside the vocabulary")
             out.append(_Prepared(i, tokens, inputs))
         return out
+
+    def plan(self, items: Sequence[_Prepared]) -> Plan:
+        """How :meth:`forward_backward` splits ``items``: shared-prefix chunks and plain datums
+        (all plain when :attr:`share_prefixes` is off)."""
+        if not self.share_prefixes:
+            return Plan(
+                chunks=(), plain=tuple(range(len(items))), plain_tokens=sum(len(p.tokens) for p in items)
+            )
+        return plan([p.tokens for p in items], self.max_tokens_per_pass)
 
     def _passes(self, items: list[_Prepared]) -> list[list[_Prepared]]:
         items = sorted(items, key=lambda p: len(p.tokens), reverse=True)
@@ -231,6 +243,48 @@ class TrainerCore:
             lp = lp.index_put(rest.nonzero(as_tuple=True), values)
         return lp
 
+    def shared_logprobs(
+        self, chunk: Sequence[_Prepared], shared: Sequence[int], *, grad_only_where_weighted: bool = False
+    ) -> list[torch.Tensor]:
+        """Logprobs ``[n]`` of each datum's target tokens, from one pass over the chunk's prefix
+        trie (``chunk`` sorted by tokens, ``shared[k]`` tokens in common with datum ``k - 1``).
+
+        Each distinct (trie node, target token) is unembedded once; with
+        ``grad_only_where_weighted`` only those weighted in some datum get a graph (as in
+        :meth:`target_logprobs`).
+        """
+        layout = TreeLayout.build([p.tokens for p in chunk], shared)
+        causal_lm: Any = self.model.get_base_model()
+        decoder = causal_lm.get_decoder()
+        with tree_attention_on(decoder.config):
+            hidden = decoder(
+                input_ids=layout.ids[None], position_ids=layout.positions[None], prefix_tree=layout
+            ).last_hidden_state[0]
+        node = torch.cat(layout.paths)
+        targets = torch.cat([p.inputs["target_tokens"] for p in chunk])
+        pairs, inverse = torch.unique(node * self.vocab_size + targets, return_inverse=True)
+        if grad_only_where_weighted:
+            weighted = torch.cat([weighted_positions(p.inputs) for p in chunk])
+            graph = torch.zeros(len(pairs), dtype=torch.long).index_add_(0, inverse, weighted.long()) > 0
+        else:
+            graph = torch.ones(len(pairs), dtype=torch.bool)
+        if not torch.is_grad_enabled():
+            graph[:] = False
+        pair_node = pairs // self.vocab_size
+        pair_target = pairs % self.vocab_size
+        unembed = causal_lm.get_output_embeddings()
+        lp = torch.zeros(len(pairs))
+        if bool(graph.any()):
+            idx = graph.nonzero(as_tuple=True)
+            lp = lp.index_put(idx, _logprobs(unembed(hidden[pair_node[idx]]), pair_target[idx]))
+        rest = ~graph
+        if bool(rest.any()):
+            idx = rest.nonzero(as_tuple=True)
+            with torch.no_grad():
+                values = _logprobs(unembed(hidden[pair_node[idx]]), pair_target[idx])
+            lp = lp.index_put(idx, values)
+        return list(lp[inverse].split([len(p.tokens) for p in chunk]))
+
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.compute_dtype == "bfloat16":
             return torch.autocast("cpu", dtype=torch.bfloat16)
@@ -252,18 +306,28 @@ class TrainerCore:
         outputs: list[dict[str, types.TensorData] | None] = [None] * len(items)
         total = 0.0
         self.model.train(backward)
-        for chunk in self._passes(items):
+        planned = self.plan(items)
+        passes: list[tuple[list[_Prepared], tuple[int, ...] | None]] = [
+            ([items[i] for i in c.order], c.shared) for c in planned.chunks
+        ]
+        passes += [(chunk, None) for chunk in self._passes([items[i] for i in planned.plain])]
+        for chunk, shared in passes:
             with torch.set_grad_enabled(backward), self._autocast():
-                lp = self.target_logprobs(chunk, grad_only_where_weighted=self.selective_unembedding)
+                if shared is None:
+                    lp = self.target_logprobs(chunk, grad_only_where_weighted=self.selective_unembedding)
+                    lps = [lp[row, : len(item.tokens)] for row, item in enumerate(chunk)]
+                else:
+                    lps = self.shared_logprobs(
+                        chunk, shared, grad_only_where_weighted=self.selective_unembedding
+                    )
                 losses = []
-                for row, item in enumerate(chunk):
-                    n = len(item.tokens)
-                    per_token = fn(lp[row, :n], item.inputs, config)
+                for item, item_lp in zip(chunk, lps, strict=True):
+                    per_token = fn(item_lp, item.inputs, config)
                     if "mask" in item.inputs:
                         per_token = per_token * item.inputs["mask"]
                     losses.append(per_token)
                     outputs[item.index] = {
-                        "logprobs": types.TensorData.from_torch(lp[row, :n].detach().float().clone()),
+                        "logprobs": types.TensorData.from_torch(item_lp.detach().float().clone()),
                         "elementwise_loss": types.TensorData.from_torch(per_token.detach().float().clone()),
                     }
                 chunk_loss = torch.stack([x.sum() for x in losses]).sum()
