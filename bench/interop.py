@@ -1,6 +1,8 @@
 """Bench: which TextArena single-player games run offline and pass the conformance checker.
 
-    .venv/bin/python bench/interop.py [--examples 6] [--markdown docs/interop_textarena.md]
+    .venv/bin/python bench/interop.py [--examples 6] [--markdown docs/interop_textarena.md] [--quick]
+
+``--quick`` checks the first few games only, with one drawn episode each (a smoke test of the script).
 
 Every TextArena id (the ``-raw`` and ``-train`` wrapper variants left out: the adapter applies
 only the action wrappers anyway) is built through :mod:`envs.interop.textarena` and checked with
@@ -25,7 +27,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--examples", type=int, default=6, help="hypothesis-drawn episodes per game")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--quick", action="store_true", help="the first 6 single-player games, 1 episode each")
     args = parser.parse_args()
+    if args.quick:
+        args.examples = 1
 
     import anyio
     from textarena.envs.registration import ENV_REGISTRY
@@ -34,6 +39,8 @@ def main() -> None:
     from envs.interop.textarena import TextArenaGroup, TextArenaUnavailable, textarena_source
 
     ids = sorted(k for k in ENV_REGISTRY if not k.endswith(("-raw", "-train")))
+    if args.quick:
+        ids = [i for i in ids if i.startswith(("GuessTheNumber", "Hangman", "Minesweeper", "Sudoku", "TowerOfHanoi"))][:6]
     rows: list[tuple[str, str, str]] = []
     ok = 0
     for name in ids:

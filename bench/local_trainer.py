@@ -5,7 +5,7 @@ Shared prefixes (default): ``forward_backward`` with ``share_prefixes`` on and o
 share machine noise, on two batches:
 
 - a batch recorded from a real main-job step (``bench/data/twenty_questions_step0.json.gz``,
-  written by ``bench/record_training_batch.py``: the Twenty Questions main job's first RL step,
+  written by ``scripts/record_training_batch.py``: the Twenty Questions main job's first RL step,
   ``importance_sampling``), where the 8 games of a group share their opening;
 - a math-shaped batch: groups of 8 answers of 64 tokens after one 256-token prompt, advantages on
   the answers only.
@@ -195,7 +195,7 @@ def vs_plain_torch(args: argparse.Namespace) -> int:
 
 
 def recorded_batch(path: Path) -> tuple[str, list[types.Datum]]:
-    """The loss and datums written by ``bench/record_training_batch.py``."""
+    """The loss and datums written by ``scripts/record_training_batch.py``."""
     with gzip.open(path, "rt") as f:
         raw = json.load(f)
     data = [

@@ -36,13 +36,18 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "fuzz_envs": (["--quick"], "actions"),
     "rollout_engine": (["--quick"], "ratio_wall_vs_ideal"),
     "local_sampler": (["--quick"], "ratio_vs_hf_batched"),
-    "local_trainer": (["--quick"], "ratio_vs_plain_torch"),
+    "local_trainer": (["--quick"], "ratio_tokens_computed_vs_flat"),
     "compute_thread": (["--quick"], "ratio_train_two_vs_one_pool"),
     # no --quick (bench/code_sandbox.py is the sandbox's): few runs, short escape time limit
     "code_sandbox": (["--runs", "4", "--timeout", "1"], "sandbox_vs_bare_subprocess_latency_ratio"),
     "twenty_questions_learning": (["--quick"], "win_rate_warm_start"),
     "compaction_training": (["--quick"], "ratio_trained_tokens_compact_vs_strip"),
     "cookbook_offline": (["--quick"], "cookbook_rl_steps"),
+    "self_play": (["--quick"], "deadlocks"),
+    "interop": (["--quick"], "textarena_envs_ok"),
+    "seed_workflows": (["--quick"], "rm_heldout_accuracy"),
+    # no --quick: a 200-episode page, opened and filtered once, in the OS's Chromium (skipped without it)
+    "viewer": (["--episodes", "200", "--repeats", "1"], "ratio_open_filter_vs_1s"),
 }
 """Each bench: its quick arguments, and a key its ratio line must carry."""
 
@@ -50,7 +55,9 @@ SLOW = {
     "twenty_questions_learning": "trains end to end (warm start, an RL step, evaluation)",
     "compaction_training": "trains three ways end to end",
     "cookbook_offline": "runs the cookbook's RL, SL and DPO trainers and an Inspect eval",
-    "local_trainer": "its quick mode still loads SmolLM2-135M and trains it (no tiny-model mode yet)",
+    "local_trainer": "trains the tiny model on both ways, shared-prefix and flat, and compares gradients",
+    "self_play": "warm start, a self-play RL step and held-out games, then 1,000 chaos games",
+    "seed_workflows": "runs RLHF's three steps, distillation, a sweep and an Inspect eval",
 }
 """Benches whose quick mode takes tens of seconds or more on 2 cores, and why: marked ``slow`` (the
 marker's meaning in pyproject.toml), still run by CI, as every bench must be."""
@@ -78,6 +85,11 @@ def test_docs_name_every_bench() -> None:
 )
 def test_bench_quick_mode_ends_with_its_ratio_line(name: str, tmp_path: Path) -> None:
     args, key = BENCHES[name]
+    if name == "viewer":
+        from test_viewer_browser import browser_missing
+
+        if browser_missing():
+            pytest.skip(f"bench/viewer.py drives Chromium: {browser_missing()}")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args],
         cwd=tmp_path,

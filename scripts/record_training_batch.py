@@ -6,7 +6,7 @@ evaluation) and writes the datums of the first ``forward_backward`` whose loss i
 ``cross_entropy`` (the warm start's steps are) as gzipped JSON: a list of
 ``{"model_input": [...], "loss_fn_inputs": {key: [...]}}``.
 
-Run: ``.venv/bin/python bench/record_training_batch.py [--out bench/data/twenty_questions_step0.json.gz]
+Run: ``.venv/bin/python scripts/record_training_batch.py [--out bench/data/twenty_questions_step0.json.gz]
 [key=value ...]``.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "twenty_questions_step0.json.gz"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "bench" / "data" / "twenty_questions_step0.json.gz"
 
 
 def main() -> int:
