@@ -288,11 +288,11 @@ class ChatEnv(Env):
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         self._turn_end = TurnEnd(fault=None, played=False, stop_reason=None)
-        result = await self._step(list(action), extra)
+        result = await self._chat_step(list(action), extra)
         self.on_turn_end(self._turn_end)
         return result
 
-    async def _step(self, action: list[int], extra: ActionExtra | None) -> StepResult:
+    async def _chat_step(self, action: list[int], extra: ActionExtra | None) -> StepResult:
         prev_len = len(self._tokens)
         self.turn += 1
         message, fault = decode_action(self.renderer, action, tool_calls=bool(self.tools))

@@ -74,6 +74,7 @@ EXPLORE: dict[str, bool] = {
     "test_math_grading": False,
     "test_model_loader": False,
     "test_rollout_parity": False,
+    "test_backend_prefix": False,  # the tiny model's shared-prefix pass vs the padded one (float tolerances)
 }
 """Per test module: may its property tests draw new examples on every CI run (see the module
 docstring)? A module with property tests that is missing here fails the collection (in every

@@ -14,6 +14,7 @@ requests in flight at once.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import threading
 import traceback
@@ -22,6 +23,17 @@ from typing import Any
 
 from tinker import types
 from tinker_cookbook.renderers import get_text_content
+
+
+def _own_tokenizer(renderer: Any) -> Any:
+    """A shallow copy of ``renderer`` whose tokenizer has its own Rust tokenizer object."""
+    from tokenizers import Tokenizer
+
+    tokenizer = copy.copy(renderer.tokenizer)
+    tokenizer._tokenizer = Tokenizer.from_str(renderer.tokenizer._tokenizer.to_str())
+    own = copy.copy(renderer)
+    own.tokenizer = tokenizer
+    return own
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -35,11 +47,16 @@ class ChatServer(ThreadingHTTPServer):
 
         register_tokenizers()
         self.model = model
-        self.renderer = load_renderer(None, model)
+        # A renderer on a tokenizer of its own: the tokenizer is cached per model, and this server
+        # runs in a test's process whose event loop (the client's envs) uses the cached one at the
+        # same time; a fast tokenizer is not safe to share between threads ("Already borrowed").
+        self.renderer = _own_tokenizer(load_renderer(None, model))
         self.client: Any = LocalServiceClient().create_sampling_client(base_model=model).result()
         self.lock = threading.Lock()
         self.tokenizer_lock = threading.Lock()
         self.served = 0
+        self.errors: list[str] = []
+        """Tracebacks of the requests that failed (answered 500)."""
         self.in_flight = 0
         self.peak = 0
         super().__init__(("127.0.0.1", port), _Handler)
@@ -109,6 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, self.server.complete(body))
         except Exception as error:
             traceback.print_exc()
+            self.server.errors.append(traceback.format_exc())
             self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
 
 

@@ -116,7 +116,8 @@ def test_openai_compatible_endpoint(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     rows = _rows(tmp_path)
-    assert len(rows) == 16 and summary.metrics["errors"] == 0
+    assert len(rows) == 16
+    assert summary.metrics["errors"] == 0, ([r["error"] for r in rows if r.get("error")], server.errors)
     assert server.served == sum(r["turns"] for r in rows)
     assert server.peak >= 2  # requests went out concurrently, not one by one through the pool
     assert summary.metrics["extension_breaks"] == 0

@@ -128,7 +128,7 @@ def test_multi_player_and_unknown_games_fail_clearly() -> None:
 def test_gym_make_by_id_plays_an_episode() -> None:
     import gymnasium as gym
 
-    from envs.checker import well_formed_action
+    from envs.testing import well_formed_action
     from envs.gym import TokenEnv
 
     (env_id,) = register_textarena(["GuessTheNumber-v0"])

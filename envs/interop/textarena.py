@@ -184,7 +184,7 @@ class TextArenaEnv(ChatEnv):
         ]
         return "\n".join(line for line in lines if line.strip())
 
-    def _step(self, action: str) -> tuple[bool, str, float, dict[str, Any]]:
+    def _play_move(self, action: str) -> tuple[bool, str, float, dict[str, Any]]:
         done, _info = self.game.step(action)
         if not done:
             return False, self._feedback(), 0.0, {}
@@ -207,7 +207,7 @@ class TextArenaEnv(ChatEnv):
         return [{"role": "user", "content": self.prompt}]
 
     async def on_message(self, message: Message) -> Reply:
-        done, feedback, reward, info = await self._call(self._step, get_text_content(message))
+        done, feedback, reward, info = await self._call(self._play_move, get_text_content(message))
         if not done:
             return Reply(messages=[{"role": "user", "content": feedback or NO_FEEDBACK}])
         return Reply(
