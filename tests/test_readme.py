@@ -362,7 +362,9 @@ def _check_math_keys(cwd: Path) -> None:
     from envs.math.train import MathTrainConfig
     from training import parse_config
 
-    command = "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl"
+    command = (
+        "python -m envs.math.train env.max_attempts=3 data.source=gsm8k data.path=data/gsm8k_{split}.jsonl"
+    )
     config = parse_config(MathTrainConfig, command.split()[3:])
     assert (config.env.max_attempts, config.data.source) == (3, "gsm8k")
     folder = cwd / "math_cli"
@@ -494,6 +496,23 @@ def _check_tictactoe_keys(cwd: Path) -> None:
     assert "random" in str(config.train_opponents), config.train_opponents
 
 
+def _check_inspect_help(cwd: Path) -> None:
+    """As written: the cookbook recipe's chz help, through the offline launcher (chz's ``--help``
+    exits 1 after printing it, so the text is what is checked)."""
+    command = "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help"
+    proc = _run(command, ROOT, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert "Entry point: Config" in out and re.search(r"^\s+tasks\s", out, re.MULTILINE), out[-2000:]
+
+
+def _check_self_play_quick(cwd: Path) -> None:
+    """As written, in a scratch folder (seconds on the tiny model): the pipeline ends with its
+    result line and no deadlocked game."""
+    proc = _run(f"python {ROOT / 'bench' / 'self_play.py'} --quick", cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "deadlocks=0" in proc.stdout.strip().splitlines()[-1], proc.stdout[-2000:]
+
+
 COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
     'make train ARGS="seed=1"': _check_make_train_args,
@@ -507,7 +526,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.twenty_questions.train": _help("envs.twenty_questions.train"),
     "python -m envs.<name>.train": _check_every_env_trains,
     "python -m envs.twenty_questions.train env.candidates=8 env.max_questions=6": _check_twenty_questions_keys,
-    "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl": _check_math_keys,
+    "python -m envs.math.train env.max_attempts=3 data.source=gsm8k data.path=data/gsm8k_{split}.jsonl": _check_math_keys,
     "python -m envs.math.train": _help("envs.math.train"),
     "python -m envs.math.train env.thinking=true env.problems_per_episode=6 env.fewshot=false "
     "compaction_period=3 warm_start.episodes=32 warm_start.steps=8 max_tokens=80": _check_thinking_keys,
@@ -538,6 +557,9 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
         "tests/test_eval.py", "from tests.openai_server import"
     ),
     "python -m envs.viewer <folder>": _usage("envs.viewer"),
+    "python -m envs.viewer <run>": _usage("envs.viewer"),
+    "python -m envs.play <id>": _usage("envs.play"),
+    "python -m training.sweep": _usage("training.sweep"),
     "python -m envs.viewer <run folder>": _usage("envs.viewer"),
     "make test-browser": _make_dry_run("test-browser", "tests/test_viewer_browser.py"),
     "python -m envs.play <id \\| module:attr>": _usage("envs.play"),
@@ -549,7 +571,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     ),
     "python -m envs.tictactoe.train": _help("envs.tictactoe.train"),
     "python -m envs.tictactoe.train train_opponents=self,random": _check_tictactoe_keys,
-    "python bench/self_play.py --quick": _elsewhere("tests/test_benches.py", '"self_play"'),
+    "python bench/self_play.py --quick": _check_self_play_quick,
     "python -m envs.play tictactoe": _play("python -m envs.play tictactoe"),
     "python -m envs.play tictactoe --seat 1 --opponent optimal": _play(
         "python -m envs.play tictactoe --seat 1 --opponent optimal"
@@ -576,9 +598,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m training.sweep <train module> learning_rate=a,b,c seed=0,1": _elsewhere(
         "tests/test_sweep.py", '"learning_rate=1e-4,1e-2"'
     ),
-    "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help": _as_written_help(
-        "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help"
-    ),
+    "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help": _check_inspect_help,
     "python -m backend.offline tinker_cookbook.eval.run_inspect_evals ...": _elsewhere(
         "tests/test_workflow_evals.py", '"tinker_cookbook.eval.run_inspect_evals"'
     ),
