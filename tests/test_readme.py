@@ -192,7 +192,7 @@ def test_textarena_block_builds_a_group_and_a_source() -> None:
 
 def test_toolbox_block_answers_a_call() -> None:
     """docs/interop.md: the function becomes a tool spec and its call is answered in the tool role."""
-    from tinker_cookbook.renderers import ToolCall
+    from tinker_cookbook.renderers import Message, ToolCall
 
     from envs.tools import Toolbox
 
@@ -201,8 +201,9 @@ def test_toolbox_block_answers_a_call() -> None:
     box = Toolbox([namespace["stock"]])
     assert [spec["name"] for spec in box.specs] == ["stock"]
     call = ToolCall(id="c1", function=ToolCall.FunctionBody(name="stock", arguments='{"item": "pen"}'))
-    reply = anyio.run(box.answer, {"role": "assistant", "content": "", "tool_calls": [call]})
-    assert [(m["role"], m["tool_call_id"], m["content"]) for m in reply.messages] == [("tool", "c1", "3")]
+    message: Message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    reply = anyio.run(box.answer, message)
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in reply.messages] == [("tool", "c1", "3")]
 
 
 def test_nim_block_plays() -> None:
