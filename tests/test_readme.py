@@ -45,7 +45,10 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 """Every page whose blocks and commands run here."""
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-PYTHON_BLOCKS = {"env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym"}
+PYTHON_BLOCKS = {
+    "env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym",
+    "textarena", "toolbox", "nim", "protocol-builder", "protocol-scripted",
+}  # fmt: skip
 """Every python block of the docs, by its ``<!-- example:NAME -->`` marker; each runs below..."""
 PYTHON_BLOCKS_ELSEWHERE = {"cookbook": "tests/test_cookbook_offline.py"}
 """...except these, which the named test module runs (it trains with the cookbook's trainer)."""
@@ -175,6 +178,59 @@ def test_gym_block_runs_in_a_fresh_interpreter() -> None:
         [sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300
     )
     assert proc.stdout.split() == ["TokenEnv", "True"], proc.stderr[-2000:]
+
+
+def test_textarena_block_builds_a_group_and_a_source() -> None:
+    """docs/interop.md: an EnvGroupBuilder and a seed -> group factory, offline."""
+    from tinker_cookbook.rl.types import EnvGroupBuilder
+
+    namespace: dict = {}
+    exec(compile(_block("textarena"), "docs/interop.md", "exec"), namespace)
+    assert isinstance(namespace["builder"], EnvGroupBuilder)
+    assert callable(namespace["source"])
+
+
+def test_toolbox_block_answers_a_call() -> None:
+    """docs/interop.md: the function becomes a tool spec and its call is answered in the tool role."""
+    from tinker_cookbook.renderers import Message, ToolCall
+
+    from envs.tools import Toolbox
+
+    namespace: dict = {}
+    exec(compile(_block("toolbox"), "docs/interop.md", "exec"), namespace)
+    box = Toolbox([namespace["stock"]])
+    assert [spec["name"] for spec in box.specs] == ["stock"]
+    call = ToolCall(id="c1", function=ToolCall.FunctionBody(name="stock", arguments='{"item": "pen"}'))
+    message: Message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    reply = anyio.run(box.answer, message)
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in reply.messages] == [("tool", "c1", "3")]
+
+
+def test_nim_block_plays() -> None:
+    """docs/multi-seat.md: taking the last stones wins; otherwise the other seat is told and moves."""
+    namespace: dict = {}
+    exec(compile(_block("nim"), "docs/multi-seat.md", "exec"), namespace)
+    game = namespace["Nim"](stones=3)
+    move = anyio.run(game.on_move, 0, {"role": "assistant", "content": "2"})
+    assert move.next_seat == 1 and not move.done and "1 left" in move.messages[1][0]["content"]
+    move = anyio.run(game.on_move, 1, {"role": "assistant", "content": "1"})
+    assert move.done and move.rewards == {1: 1.0, 0: -1.0}
+
+
+def test_training_protocol_blocks_define_builders() -> None:
+    """docs/training-protocol.md: the names the blocks import exist; the scripted builder
+    implements ``training.SupportsScriptedEpisodes``."""
+    from tinker_cookbook.rl.types import RLDatasetBuilder
+
+    import training
+
+    namespace: dict = {"__name__": "protocol"}
+    exec(compile(_block("protocol-builder"), "docs/training-protocol.md", "exec"), namespace)
+    assert issubclass(namespace["MyDatasetBuilder"], RLDatasetBuilder)
+    namespace = {"__name__": "protocol"}
+    exec(compile(_block("protocol-scripted"), "docs/training-protocol.md", "exec"), namespace)
+    assert "scripted_episodes" in vars(namespace["MyDatasetBuilder"])
+    assert hasattr(training, "SupportsScriptedEpisodes") and hasattr(training, "ScriptedEpisode")
 
 
 # --- shell commands -----------------------------------------------------------------------
@@ -307,7 +363,9 @@ def _check_math_keys(cwd: Path) -> None:
     from envs.math.train import MathTrainConfig
     from training import parse_config
 
-    command = "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl"
+    command = (
+        "python -m envs.math.train env.max_attempts=3 data.source=gsm8k data.path=data/gsm8k_{split}.jsonl"
+    )
     config = parse_config(MathTrainConfig, command.split()[3:])
     assert (config.env.max_attempts, config.data.source) == (3, "gsm8k")
     folder = cwd / "math_cli"
@@ -365,6 +423,97 @@ def _check_thinking_keys(cwd: Path) -> None:
     assert (config.env.thinking, config.env.problems_per_episode, config.compaction_period) == (True, 6, 3)
 
 
+def _usage(module: str) -> Callable[[Path], None]:
+    """``--help`` of a command with its own options (argparse): exit 0, its usage line."""
+
+    def check(cwd: Path) -> None:
+        proc = _run(f"python -m {module} --help", ROOT, timeout=120)
+        assert proc.returncode == 0 and f"python -m {module}" in proc.stdout, proc.stderr[-2000:]
+
+    return check
+
+
+def _as_written_help(command: str) -> Callable[[Path], None]:
+    """A ``--help`` command as written: exit 0 and a usage text."""
+
+    def check(cwd: Path) -> None:
+        proc = _run(command, ROOT, timeout=300)
+        assert proc.returncode == 0 and "usage" in proc.stdout.lower(), proc.stderr[-2000:]
+
+    return check
+
+
+def _eval_keys(command: str) -> Callable[[Path], None]:
+    """The eval command's env and keys parse into its config as the CLI parses them (the run
+    itself, on the tiny model and a local endpoint, is tests/test_eval.py's job)."""
+
+    def check(cwd: Path) -> None:
+        from envs.eval import EnvEvalConfig
+        from training import parse_config
+
+        args = command.split()[3:]
+        config = parse_config(EnvEvalConfig, [f"env={args[0]}", *args[1:]])
+        assert config.env == args[0]
+        for key, value in (a.split("=", 1) for a in args[1:]):
+            assert str(getattr(config, key)) == value, (key, getattr(config, key))
+
+    return check
+
+
+def _check_env_list(cwd: Path) -> None:
+    proc = _run("python -m envs.list", cwd, timeout=120)
+    assert proc.returncode == 0 and "turngym/Math-v0" in proc.stdout, proc.stderr[-2000:]
+
+
+def _check_env_list_json(cwd: Path) -> None:
+    proc = _run("python -m envs.list --json", cwd, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert any("turngym/Math-v0" in json.dumps(row) for row in rows), proc.stdout[-2000:]
+
+
+def _play(command: str, moves: str = "") -> Callable[[Path], None]:
+    """An interactive game as written, with ``moves`` as its input: it shows the env and ends
+    cleanly when the input does (the games themselves: tests/test_play.py, tests/test_seats_play.py)."""
+
+    def check(cwd: Path) -> None:
+        argv = [sys.executable, *command.split()[1:]]
+        proc = subprocess.run(
+            argv, cwd=cwd, env=ENV, input=moves, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip(), proc.stderr[-2000:]
+
+    return check
+
+
+def _check_tictactoe_keys(cwd: Path) -> None:
+    """The opponents mix parses into the tic-tac-toe config (the run: bench/self_play.py --quick)."""
+    from envs.tictactoe.train import TicTacToeTrainConfig
+    from training import parse_config
+
+    command = "python -m envs.tictactoe.train train_opponents=self,random"
+    config = parse_config(TicTacToeTrainConfig, command.split()[3:])
+    assert "random" in str(config.train_opponents), config.train_opponents
+
+
+def _check_inspect_help(cwd: Path) -> None:
+    """As written: the cookbook recipe's chz help, through the offline launcher (chz's ``--help``
+    exits 1 after printing it, so the text is what is checked)."""
+    command = "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help"
+    proc = _run(command, ROOT, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert "Entry point: Config" in out and re.search(r"^\s+tasks\s", out, re.MULTILINE), out[-2000:]
+
+
+def _check_self_play_quick(cwd: Path) -> None:
+    """As written, in a scratch folder (seconds on the tiny model): the pipeline ends with its
+    result line and no deadlocked game."""
+    proc = _run(f"python {ROOT / 'bench' / 'self_play.py'} --quick", cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "deadlocks=0" in proc.stdout.strip().splitlines()[-1], proc.stdout[-2000:]
+
+
 COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
     'make train ARGS="seed=1"': _check_make_train_args,
@@ -378,7 +527,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.twenty_questions.train": _help("envs.twenty_questions.train"),
     "python -m envs.<name>.train": _check_every_env_trains,
     "python -m envs.twenty_questions.train env.candidates=8 env.max_questions=6": _check_twenty_questions_keys,
-    "python -m envs.math.train env.max_attempts=3 source=gsm8k path=data/gsm8k_{split}.jsonl": _check_math_keys,
+    "python -m envs.math.train env.max_attempts=3 data.source=gsm8k data.path=data/gsm8k_{split}.jsonl": _check_math_keys,
     "python -m envs.math.train": _help("envs.math.train"),
     "python -m envs.math.train env.thinking=true env.problems_per_episode=6 env.fewshot=false "
     "compaction_period=3 warm_start.episodes=32 warm_start.steps=8 max_tokens=80": _check_thinking_keys,
@@ -389,6 +538,75 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.math.eval harness=inspect": _elsewhere("tests/test_math_inspect.py", '"harness=inspect"'),
     "python -m backend.offline my_recipe key=value ...": _check_offline_module,
     ".venv/bin/python bench/training_tokens.py --quick": _check_bench_quick,
+    # docs/eval.md
+    "python -m envs.list": _check_env_list,
+    "python -m envs.list --json": _check_env_list_json,
+    "python -m envs.eval": _help("envs.eval"),
+    "python -m envs.eval --help": _help("envs.eval"),
+    "python -m envs.eval <id \\| module:attr> [key=value ...]": _help("envs.eval"),
+    "python -m envs.eval turngym/Math-v0 n=64": _eval_keys("python -m envs.eval turngym/Math-v0 n=64"),
+    "python -m envs.eval turngym/TwentyQuestions-v0 n=16 repeats=4 temperature=0.7": _eval_keys(
+        "python -m envs.eval turngym/TwentyQuestions-v0 n=16 repeats=4 temperature=0.7"
+    ),
+    "python -m envs.eval my_pkg:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B": _eval_keys(
+        "python -m envs.eval my_pkg:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B"
+    ),
+    "python -m envs.eval turngym/Math-v0 base_url=http://127.0.0.1:8000/v1 model_name=served-name": _eval_keys(
+        "python -m envs.eval turngym/Math-v0 base_url=http://127.0.0.1:8000/v1 model_name=served-name"
+    ),
+    "python tests/openai_server.py --port 8000": _elsewhere(
+        "tests/test_eval.py", "from tests.openai_server import"
+    ),
+    "python -m envs.viewer <folder>": _usage("envs.viewer"),
+    "python -m envs.viewer <run>": _usage("envs.viewer"),
+    "python -m envs.play <id>": _usage("envs.play"),
+    "python -m training.sweep": _usage("training.sweep"),
+    "python -m envs.viewer <run folder>": _usage("envs.viewer"),
+    "make test-browser": _make_dry_run("test-browser", "tests/test_viewer_browser.py"),
+    "python -m envs.play <id \\| module:attr>": _usage("envs.play"),
+    "python -m envs.play turngym/TwentyQuestions-v0": _play("python -m envs.play turngym/TwentyQuestions-v0"),
+    # docs/multi-seat.md, docs/interop.md
+    "python -m envs.check": _usage("envs.check"),
+    "python -m envs.check textarena:GuessTheNumber-v0": _elsewhere(
+        "tests/test_interop_textarena.py", 'OFFLINE_GAMES = ["GuessTheNumber-v0"'
+    ),
+    "python -m envs.tictactoe.train": _help("envs.tictactoe.train"),
+    "python -m envs.tictactoe.train train_opponents=self,random": _check_tictactoe_keys,
+    "python bench/self_play.py --quick": _check_self_play_quick,
+    "python -m envs.play tictactoe": _play("python -m envs.play tictactoe"),
+    "python -m envs.play tictactoe --seat 1 --opponent optimal": _play(
+        "python -m envs.play tictactoe --seat 1 --opponent optimal"
+    ),
+    "printf '5\\n1\\n9\\n' | python -m envs.play tictactoe --opponent random": _play(
+        "python -m envs.play tictactoe --opponent random", "5\n1\n9\n"
+    ),
+    # docs/code_sandbox.md
+    "python bench/code_sandbox.py": _elsewhere("tests/test_benches.py", '"code_sandbox"'),
+    # docs/tinker-docs-map.md
+    "python -m backend.offline": _usage("backend.offline"),
+    "python -m backend.offline --help": _as_written_help("python -m backend.offline --help"),
+    "python -m envs.math.train --help": _as_written_help("python -m envs.math.train --help"),
+    "python -m envs.judge.train --help": _as_written_help("python -m envs.judge.train --help"),
+    "python -m envs.judge.preference --help": _as_written_help("python -m envs.judge.preference --help"),
+    "python -m envs.judge.preference dataset=<comparisons.jsonl>": _elsewhere(
+        "tests/test_judge_preference.py", "dataset={COMPARISONS_FILE}"
+    ),
+    "python -m envs.judge.rlhf": _help("envs.judge.rlhf"),
+    "python -m envs.judge.rlhf --help": _as_written_help("python -m envs.judge.rlhf --help"),
+    "python -m envs.distill": _help("envs.distill"),
+    "python -m envs.distill --help": _as_written_help("python -m envs.distill --help"),
+    "python -m training.sweep --help": _as_written_help("python -m training.sweep --help"),
+    "python -m training.sweep <train module> learning_rate=a,b,c seed=0,1": _elsewhere(
+        "tests/test_sweep.py", '"learning_rate=1e-4,1e-2"'
+    ),
+    "python -m backend.offline tinker_cookbook.eval.run_inspect_evals --help": _check_inspect_help,
+    "python -m backend.offline tinker_cookbook.eval.run_inspect_evals ...": _elsewhere(
+        "tests/test_workflow_evals.py", '"tinker_cookbook.eval.run_inspect_evals"'
+    ),
+    "python -m backend.offline tinker_cookbook.eval.run_inspect_evals tasks=envs/evals/inspect_tasks.py@qa "
+    "model_name=HuggingFaceTB/SmolLM2-135M-Instruct renderer_name=qwen3_instruct max_tokens=16 temperature=0": (
+        _elsewhere("tests/test_workflow_evals.py", "inspect_tasks.py'}@qa")
+    ),
 }
 """How each command of the docs is checked (verbatim unless its checker says otherwise)."""
 
