@@ -128,8 +128,8 @@ def test_multi_player_and_unknown_games_fail_clearly() -> None:
 def test_gym_make_by_id_plays_an_episode() -> None:
     import gymnasium as gym
 
-    from envs.testing import well_formed_action
     from envs.gym import TokenEnv
+    from envs.testing import well_formed_action
 
     (env_id,) = register_textarena(["GuessTheNumber-v0"])
     assert env_id == "textarena/GuessTheNumber-v0" and register_textarena([env_id]) == [env_id]
