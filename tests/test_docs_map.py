@@ -1,4 +1,4 @@
-"""docs/tinker-docs-map.md stays true: every ``python -m`` command of its ``sh`` blocks resolves
+"""docs/tinker-docs-map.md stays true: every ``python -m`` command of its ``bash`` blocks resolves
 and answers ``--help`` (each is run end to end on the tiny model by the test the page names), each
 test it names exists, and the docs' paths it lists as wrong for cookbook 0.5.8 are wrong while
 their replacements import."""
@@ -18,7 +18,7 @@ PAGE = (ROOT / "docs" / "tinker-docs-map.md").read_text()
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```sh\n(.*?)```", PAGE, re.DOTALL)
+    blocks = re.findall(r"```bash\n(.*?)```", PAGE, re.DOTALL)
     return [
         shlex.split(line) for block in blocks for line in block.splitlines() if line.startswith("python -m ")
     ]
