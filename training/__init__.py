@@ -11,6 +11,8 @@ Abstractions:
 - :func:`run_cli`: ``python -m envs.<env>.train key=value ...``; a bad key or value, or bad data,
   exits 2 with one line before the model loads (the loop is imported only after that), and so
   does an env whose tokenizer is not the policy's (before any sampling).
+- :func:`run_pipeline_cli`: the same for a pipeline command (one config, one run, a summary:
+  ``python -m envs.judge.rlhf``, ``envs.judge.preference``, ``envs.distill``).
 - :class:`ConfigError`: those one-line errors.
 - :func:`train` / :func:`train_async`: run or resume the loop (sample -> datums ->
   ``forward_backward`` + ``optim_step`` -> new sampler), on the local backend or Tinker.

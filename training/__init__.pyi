@@ -6,6 +6,9 @@ from ._cli import (
 from ._cli import (
     run_cli as run_cli,
 )
+from ._cli import (
+    run_pipeline_cli as run_pipeline_cli,
+)
 from ._config import (
     Config as Config,
 )

@@ -9,8 +9,8 @@ after that. Nested keys (``env.candidates=8``) set fields of an env's game confi
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TypeVar, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import chz
 
@@ -99,4 +99,37 @@ def run_cli(config_cls: type[Config], argv: Sequence[str] | None = None, *, prog
         print(f"{prog}: interrupted; rerun with log_path={config.log_path} to resume", file=sys.stderr)
         return 130
     print(summary.describe())
+    return 0
+
+
+def run_pipeline_cli(
+    prog: str,
+    config_cls: type[C],
+    run: Callable[[C], dict[str, Any]],
+    report: Callable[[dict[str, Any]], Sequence[str]],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Entry point of a pipeline command (one chz config, one run, a summary dict), such as
+    ``python -m envs.judge.rlhf``: ``--help`` prints the config's keys; a bad key is one line on
+    stderr and exit 2; a run that stops on bad input (``FileNotFoundError``, ``ValueError``,
+    ``RuntimeError``) one line and exit 1; else ``report(summary)``'s lines, the run folder
+    (``config.log_path``) and exit 0."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in args):
+        print(f"usage: python -m {prog} [key=value ...]\n")
+        print(chz.Blueprint(config_cls).get_help())
+        return 0
+    try:
+        config = chz.Blueprint(config_cls).make_from_argv(args)
+    except Exception as exc:  # chz raises several types; all mean "bad command line"
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    try:
+        summary = run(config)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    for line in report(summary):
+        print(line)
+    print(f"artifacts: {getattr(config, 'log_path', '')}")
     return 0

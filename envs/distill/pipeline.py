@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import re
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -268,27 +267,16 @@ def run_pipeline(config: DistillConfig) -> dict[str, Any]:
     return summary
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m envs.distill [key=value ...]``; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in args):
-        print("usage: python -m envs.distill [key=value ...]\n")
-        print(chz.Blueprint(DistillConfig).get_help())
-        return 0
-    try:
-        config = chz.Blueprint(DistillConfig).make_from_argv(args)
-    except Exception as exc:  # chz raises several types; all mean "bad command line"
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        print(f"envs.distill: error: {first}", file=sys.stderr)
-        return 2
-    try:
-        summary = run_pipeline(config)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"envs.distill: error: {exc}", file=sys.stderr)
-        return 1
-    print(
+def _report(summary: dict[str, Any]) -> list[str]:
+    """The lines ``python -m envs.distill`` prints after its run."""
+    return [
         f"unprompted_accuracy={summary['unprompted_accuracy']:.3f} teacher_accuracy={summary['teacher_accuracy']:.3f} "
         f"student_accuracy={summary['student_accuracy']:.3f} distill_recovery={summary['distill_recovery']:.3f}"
-    )
-    print(f"artifacts: {config.log_path}")
-    return 0
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m envs.distill [key=value ...]``; returns the exit status."""
+    from training import run_pipeline_cli
+
+    return run_pipeline_cli("envs.distill", DistillConfig, run_pipeline, _report, argv)

@@ -46,7 +46,6 @@ import asyncio
 import json
 import logging
 import random
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -613,35 +612,22 @@ def run_pipeline(config: PreferenceConfig) -> dict[str, Any]:
     return summary
 
 
+def _report(summary: dict[str, Any]) -> list[str]:
+    """The lines ``python -m envs.judge.preference`` prints after its run."""
+    dpo = summary["dpo"]
+    return [
+        f"train pairs={summary['pairs']['train/pairs']:.0f} held-out pairs={summary['pairs']['test/pairs']:.0f} "
+        f"dpo steps={dpo['steps']} train dpo_loss {dpo['train_dpo_loss_first']:.4f} -> {dpo['train_dpo_loss_last']:.4f}",
+        f"dpo_loss_first={summary['dpo_loss_first']:.4f} dpo_loss_last={summary['dpo_loss_last']:.4f} "
+        f"dpo_margin_gain={summary['dpo_margin_gain']:.4f}",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m envs.judge.preference [key=value ...]``; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in args):
-        print("usage: python -m envs.judge.preference [key=value ...]\n")
-        print(chz.Blueprint(PreferenceConfig).get_help())
-        return 0
-    try:
-        config = chz.Blueprint(PreferenceConfig).make_from_argv(args)
-    except Exception as exc:  # chz raises several types; all mean "bad command line"
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        print(f"envs.judge.preference: error: {first}", file=sys.stderr)
-        return 2
-    try:
-        summary = run_pipeline(config)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"envs.judge.preference: error: {exc}", file=sys.stderr)
-        return 1
-    dpo = summary["dpo"]
-    print(
-        f"train pairs={summary['pairs']['train/pairs']:.0f} held-out pairs={summary['pairs']['test/pairs']:.0f} "
-        f"dpo steps={dpo['steps']} train dpo_loss {dpo['train_dpo_loss_first']:.4f} -> {dpo['train_dpo_loss_last']:.4f}"
-    )
-    print(
-        f"dpo_loss_first={summary['dpo_loss_first']:.4f} dpo_loss_last={summary['dpo_loss_last']:.4f} "
-        f"dpo_margin_gain={summary['dpo_margin_gain']:.4f}"
-    )
-    print(f"artifacts: {config.log_path}")
-    return 0
+    from training import run_pipeline_cli
+
+    return run_pipeline_cli("envs.judge.preference", PreferenceConfig, run_pipeline, _report, argv)
 
 
 if __name__ == "__main__":

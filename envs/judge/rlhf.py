@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -458,35 +457,22 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
     return summary
 
 
+def _report(summary: dict[str, Any]) -> list[str]:
+    """The lines ``python -m envs.judge.rlhf`` prints after its run."""
+    judged = summary["judgement"]
+    return [
+        f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
+        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}",
+        f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
+        f"rlhf_heldout_win_gain={summary['rlhf_heldout_win_gain']:.3f}",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m envs.judge.rlhf [key=value ...]``; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in args):
-        print("usage: python -m envs.judge.rlhf [key=value ...]\n")
-        print(chz.Blueprint(RlhfConfig).get_help())
-        return 0
-    try:
-        config = chz.Blueprint(RlhfConfig).make_from_argv(args)
-    except Exception as exc:  # chz raises several types; all mean "bad command line"
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        print(f"envs.judge.rlhf: error: {first}", file=sys.stderr)
-        return 2
-    try:
-        summary = run_pipeline(config)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"envs.judge.rlhf: error: {exc}", file=sys.stderr)
-        return 1
-    judged = summary["judgement"]
-    print(
-        f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
-        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}"
-    )
-    print(
-        f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
-        f"rlhf_heldout_win_gain={summary['rlhf_heldout_win_gain']:.3f}"
-    )
-    print(f"artifacts: {config.log_path}")
-    return 0
+    from training import run_pipeline_cli
+
+    return run_pipeline_cli("envs.judge.rlhf", RlhfConfig, run_pipeline, _report, argv)
 
 
 if __name__ == "__main__":
