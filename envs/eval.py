@@ -50,6 +50,7 @@ from typing import Any
 import chz
 
 from backend.model import SMOLLM2
+from training._logging import read_rows
 
 __all__ = ["EVAL_FILES", "EnvEvalConfig", "EnvEvalSummary", "main", "run_env_eval"]
 
@@ -292,22 +293,6 @@ def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- files
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete rows of a JSONL file (a torn last line, from a kill, is dropped)."""
-    if not path.is_file():
-        return []
-    rows: list[dict[str, Any]] = []
-    with path.open("rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                rows.append(json.loads(raw))
-            except ValueError:
-                break
-    return rows
-
-
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
@@ -328,7 +313,7 @@ def _prepare_folder(config: EnvEvalConfig) -> tuple[Path, list[dict[str, Any]]]:
             raise ValueError(
                 f"{folder} holds another evaluation (differs in {', '.join(changed)}); pass another output="
             )
-    rows = _read_rows(folder / EPISODES_FILE)
+    rows = read_rows(folder / EPISODES_FILE)
     path = folder / EPISODES_FILE
     if path.is_file():  # drop a torn tail so new rows start on a fresh line
         good = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
@@ -531,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"results: {summary.folder}")
     if m["episodes"] and m["errors"] == m["episodes"]:
-        first = next((r for r in _read_rows(summary.folder / EPISODES_FILE) if r.get("error")), {})
+        first = next((r for r in read_rows(summary.folder / EPISODES_FILE) if r.get("error")), {})
         print(f"envs.eval: error: every episode failed, e.g. {first.get('error', '?')}", file=sys.stderr)
         return 1
     return 0
