@@ -59,6 +59,8 @@ _T = TypeVar("_T")
 
 _NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
 """Stands in for an absent limiter (``async with`` it does nothing)."""
+_NO_DEADLINE: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+"""Stands in for an absent deadline (reusable: ``nullcontext`` keeps no state)."""
 
 
 class _Episode:
@@ -71,17 +73,18 @@ class _Episode:
         limits: RolloutLimits,
         config: EngineConfig,
         tracker: ExtensionTracker | None,
-        sample_limiter: anyio.CapacityLimiter | None,
-        step_limiter: anyio.CapacityLimiter | None,
+        sample_limiter: anyio.Semaphore | None,
+        step_limiter: anyio.Semaphore | None,
         place: tuple[int, int, int],
     ) -> None:
         self.env = env
         self.policy = policy
         self.limits = limits
+        self.token_budget = has_token_budget(limits)  # a per-turn check otherwise
         self.config = config
         self.tracker = tracker
-        self.sample_limiter = _Token(sample_limiter) if sample_limiter is not None else _NO_LIMIT
-        self.step_limiter = _Token(step_limiter) if step_limiter is not None else _NO_LIMIT
+        self.sample_limiter = sample_limiter if sample_limiter is not None else _NO_LIMIT
+        self.step_limiter = step_limiter if step_limiter is not None else _NO_LIMIT
         self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
         self.ob: tinker.ModelInput = tinker.ModelInput.empty()
@@ -145,7 +148,7 @@ class _Episode:
         limits = self.limits
         if limits.max_turns is not None and self.turns >= limits.max_turns:
             return StopReason.MAX_TURNS
-        if has_token_budget(limits):
+        if self.token_budget:
             return cumulative_stop(limits, self.ob.length, self.sampled)
         return None
 
@@ -153,7 +156,7 @@ class _Episode:
         """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``;
         with ``max_tokens`` from the token budgets and ``call`` (its place) on a seeded engine."""
         kwargs: dict[str, Any] = {}
-        if has_token_budget(self.limits):
+        if self.token_budget:
             kwargs["max_tokens"] = per_call_max_tokens(self.limits, self.ob.length, self.sampled)
         if self.config.seed is not None:
             kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
@@ -218,36 +221,10 @@ class _Episode:
             )
 
 
-class _Token:
-    """``async with`` one token of an ``anyio.CapacityLimiter``: taken at once when one is free
-    (``acquire_nowait``, which also yields to queued waiters), else awaited (``acquire``: FIFO,
-    cancellable).
-
-    Why not ``async with limiter``: ``CapacityLimiter.acquire`` makes two event-loop checkpoints
-    even when a token is free (a cancel scope and a trip through the loop); measured with
-    ``bench/rollout_engine.py``'s 5 ms calls, that was about a fifth of the engine's CPU per
-    turn, which a loaded machine turns into wall time. The awaited call inside is the checkpoint.
-    """
-
-    __slots__ = ("limiter",)
-
-    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
-        self.limiter = limiter
-
-    async def __aenter__(self) -> None:
-        try:
-            self.limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self.limiter.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.limiter.release()
-
-
 def _deadline(seconds: float | None) -> contextlib.AbstractContextManager[Any]:
-    """``anyio.move_on_after(seconds)``, or nothing without a deadline: two cancel scopes per turn
-    were about a fifth of the engine's CPU per turn at ``bench/rollout_engine.py``'s 5 ms calls."""
-    return contextlib.nullcontext() if seconds is None else anyio.move_on_after(seconds)
+    """``anyio.move_on_after(seconds)``, or nothing without a deadline (a cancel scope per call
+    costs a backend lookup and task-state bookkeeping on every turn; ``None`` is the default)."""
+    return _NO_DEADLINE if seconds is None else anyio.move_on_after(seconds)
 
 
 def _checked(ac: TokensWithLogprobs) -> TokensWithLogprobs:
@@ -292,8 +269,8 @@ async def run_episode(
     env: Env,
     config: EngineConfig | None = None,
     *,
-    sample_limiter: anyio.CapacityLimiter | None = None,
-    step_limiter: anyio.CapacityLimiter | None = None,
+    sample_limiter: anyio.Semaphore | None = None,
+    step_limiter: anyio.Semaphore | None = None,
     group: int = 0,
     slot: int = 0,
     attempt: int = 0,

@@ -36,8 +36,8 @@ async def _run_slots(
     policy: TokenCompleter,
     config: EngineConfig,
     errors: list[RolloutError],
-    sample_limiter: anyio.CapacityLimiter | None,
-    step_limiter: anyio.CapacityLimiter | None,
+    sample_limiter: anyio.Semaphore | None,
+    step_limiter: anyio.Semaphore | None,
     index: int,
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
     """Run every slot under the strategy; return (per-slot results, retries used, group failure).
@@ -135,8 +135,8 @@ async def run_group(
     config: EngineConfig,
     *,
     index: int = 0,
-    sample_limiter: anyio.CapacityLimiter | None = None,
-    step_limiter: anyio.CapacityLimiter | None = None,
+    sample_limiter: anyio.Semaphore | None = None,
+    step_limiter: anyio.Semaphore | None = None,
 ) -> GroupOutcome:
     """Run one group to a :class:`GroupOutcome` (never raises for rollout/group failures).
 
