@@ -10,11 +10,10 @@ compaction and the :class:`~rollout._results.TrajectoryStats`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import tinker
@@ -56,11 +55,14 @@ LOG_EXT_BREAK = "ext_break"
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 _NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
 """Stands in for an absent limiter (``async with`` it does nothing)."""
 _NO_DEADLINE: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 """Stands in for an absent deadline (reusable: ``nullcontext`` keeps no state)."""
+_EMPTY = tinker.ModelInput.empty()
+"""An episode's observation until its first one arrives (shared: the engine never mutates an observation)."""
 
 
 class _Episode:
@@ -87,7 +89,7 @@ class _Episode:
         self.step_limiter = step_limiter if step_limiter is not None else _NO_LIMIT
         self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
-        self.ob: tinker.ModelInput = tinker.ModelInput.empty()
+        self.ob: tinker.ModelInput = _EMPTY  # until the initial observation
         self.turns = 0
         self.sampled = 0
         self.truncations = 0  # "length" stops the env continued past (cookbook metric)
@@ -95,7 +97,7 @@ class _Episode:
     async def run(self) -> str:
         """Run the episode; return its stop reason ("" when the env gave none and
         ``set_completed_stop_reason`` is off). Transitions accumulate in ``self.transitions``."""
-        initial = await self._env_call(self.env.initial_observation, "initial_observation")
+        initial = await self._env_call("initial_observation", self.env.initial_observation)
         if isinstance(initial, InitialObservationOverflow):
             return self._overflow(initial)
         self.ob, stop = initial
@@ -114,8 +116,7 @@ class _Episode:
 
             # 3. Step the env and record the transition.
             result: StepResult = await self._env_call(
-                functools.partial(self.env.step, ac.tokens, extra=ActionExtra(stop_reason=ac.stop_reason)),
-                "env.step",
+                "env.step", self.env.step, ac.tokens, extra=ActionExtra(stop_reason=ac.stop_reason)
             )
             transition = Transition(
                 ob=self.ob,
@@ -166,13 +167,18 @@ class _Episode:
                 return _checked(await self.policy(self.ob, stop, **kwargs))
         raise SamplingTurnTimeoutError(f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}")
 
-    async def _env_call(self, call: Callable[[], Awaitable[_T]], what: str) -> _T:
-        """``await call()`` under the env-step limiter and ``step_timeout_s`` (the coroutine is
-        created only once a slot is held, so a cancelled wait leaves no un-awaited coroutine)."""
+    async def _env_call(
+        self, what: str, fn: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """``await fn(*args, **kwargs)`` under the env-step limiter and ``step_timeout_s`` (the
+        coroutine is created only once a slot is held, so a cancelled wait leaves no un-awaited
+        coroutine)."""
         timeout = self.config.step_timeout_s
+        if self.step_limiter is _NO_LIMIT and timeout is None:
+            return await fn(*args, **kwargs)  # the default: nothing to hold or time
         async with self.step_limiter:
             with _deadline(timeout):
-                return await call()
+                return await fn(*args, **kwargs)
         raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}")
 
     def _overflow(self, initial: InitialObservationOverflow) -> str:
@@ -315,7 +321,7 @@ async def run_episode(
     )
 
     reason: str | None = None
-    with anyio.move_on_after(limits.rollout_timeout_seconds):
+    with _deadline(limits.rollout_timeout_seconds):
         reason = await episode.run()
     if reason is None:  # the rollout deadline fired: keep what was collected, drop the in-flight turn
         reason = StopReason.ROLLOUT_TIMEOUT
