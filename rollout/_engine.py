@@ -31,8 +31,8 @@ class RolloutEngine:
     """Runs groups of episodes with one policy under one :class:`EngineConfig`.
 
     The two global limiters (``anyio.Semaphore`` s of concurrent sampling calls and concurrent
-    env calls, see :func:`_limiter`) are shared by every call made on this engine within one event loop,
-    including concurrent batches and streams.
+    env calls, see :func:`_limiter`) are shared by every call made on this engine within one
+    event loop, including concurrent batches and streams.
 
     Example::
 

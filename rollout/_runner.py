@@ -57,6 +57,10 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
+CallLimiter = anyio.Semaphore | anyio.CapacityLimiter
+"""A global cap on concurrent calls (held with ``async with``): the engine makes semaphores
+(``rollout._engine._limiter`` says why); a ``CapacityLimiter`` of your own works too."""
+
 _NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
 """Stands in for an absent limiter (``async with`` it does nothing)."""
 _NO_DEADLINE: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -75,8 +79,8 @@ class _Episode:
         limits: RolloutLimits,
         config: EngineConfig,
         tracker: ExtensionTracker | None,
-        sample_limiter: anyio.Semaphore | None,
-        step_limiter: anyio.Semaphore | None,
+        sample_limiter: CallLimiter | None,
+        step_limiter: CallLimiter | None,
         place: tuple[int, int, int],
     ) -> None:
         self.env = env
@@ -275,8 +279,8 @@ async def run_episode(
     env: Env,
     config: EngineConfig | None = None,
     *,
-    sample_limiter: anyio.Semaphore | None = None,
-    step_limiter: anyio.Semaphore | None = None,
+    sample_limiter: CallLimiter | None = None,
+    step_limiter: CallLimiter | None = None,
     group: int = 0,
     slot: int = 0,
     attempt: int = 0,
