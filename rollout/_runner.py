@@ -2,7 +2,7 @@
 
 The loop follows the cookbook's ``rollout_runner._run_loop`` step for step (same stop semantics,
 pinned by ``tests/test_rollout_parity.py``) and adds what the cookbook's lacks: the global
-sampling / env-step limiters (``anyio.CapacityLimiter``), the step deadline, the run-time
+sampling / env-step limiters (``anyio.Semaphore`` s), the step deadline, the run-time
 extension check with its datum/token accounting (:class:`~rollout._extension.ExtensionTracker`),
 compaction and the :class:`~rollout._results.TrajectoryStats`.
 """
