@@ -21,8 +21,8 @@ The last line is ``engine_overhead_vs_bare_5ms=<x> ratio_wall_vs_ideal=<y>``.
 
 Run: ``.venv/bin/python bench/rollout_engine.py`` (``--quick``: smaller sizes, one repeat).
 ``--engine-root DIR`` measures the ``rollout`` package of another checkout with these workloads
-(e.g. ``git archive <commit> | tar -x -C DIR``); ``--compare DIR`` runs this checkout and DIR
-alternately, one subprocess per side and round, and prints both sides' figures.
+(e.g. ``git archive <commit> | tar -x -C DIR``); ``--compare DIR [DIR ...]`` runs this checkout
+and each DIR in turn, one subprocess per side and round, and prints every side's figures.
 """
 
 from __future__ import annotations
@@ -280,11 +280,15 @@ def _figure(walls: dict[str, list[float]]) -> float:
 
 
 def compare(args: argparse.Namespace) -> None:
-    """This checkout and ``args.compare`` alternately, one subprocess per side and round."""
-    roots = {"after (this checkout)": _HERE, "before": Path(args.compare).resolve()}
+    """This checkout and every ``args.compare`` checkout in turn, one subprocess per side and
+    round (the order rotates each round, so a change of load hits every side alike)."""
+    roots = {"this checkout": _HERE}
+    for extra in args.compare:
+        roots[str(Path(extra).resolve())] = Path(extra).resolve()
+    labels = list(roots)
     results: dict[str, list[dict[str, object]]] = {k: [] for k in roots}
     for r in range(args.rounds):
-        for label in roots if r % 2 == 0 else reversed(list(roots)):
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             cmd = [sys.executable, __file__, "--engine-root", str(roots[label]), "--json"]
             cmd += ["--repeats", str(args.repeats)] + (["--quick"] if args.quick else [])
             cmd += ["--no-sampler"] if args.no_sampler else []
@@ -302,7 +306,8 @@ def compare(args: argparse.Namespace) -> None:
         line = f"{label}: engine_overhead_vs_bare_5ms={_figure(merged['5ms']):.4f}"
         if "sampler" in merged:
             line += f" engine_overhead_vs_bare_sampler={_figure(merged['sampler']):.4f}"
-        print(line + f" ratio_wall_vs_ideal={min(ideal):.3f} (engine: {runs[0]['engine_root']})")
+        line += f" ratio_wall_vs_ideal={min(ideal):.3f} (median {statistics.median(ideal):.3f})"
+        print(line + f" (engine: {runs[0]['engine_root']})")
 
 
 def main() -> None:
@@ -311,7 +316,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke run)")
     parser.add_argument("--no-sampler", action="store_true", help="skip the local-sampler figure")
     parser.add_argument("--engine-root", help="measure the rollout package of this checkout")
-    parser.add_argument("--compare", metavar="DIR", help="alternate this checkout and DIR")
+    parser.add_argument("--compare", metavar="DIR", nargs="+", help="alternate this checkout and each DIR")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per side with --compare")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

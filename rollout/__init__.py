@@ -4,7 +4,7 @@
 Abstractions:
 
 - :class:`EngineConfig`: the per-rollout limits (the cookbook's own ``RolloutLimits``), the step
-  deadline, the error :class:`Strategy`, global concurrency caps (``anyio.CapacityLimiter`` s), compaction
+  deadline, the error :class:`Strategy`, global concurrency caps (``anyio.Semaphore`` s), compaction
   period, run-time :class:`ExtensionCheck` mode, reward/cleanup deadlines.
 - :class:`SupportsCompaction`: the seam through which the engine asks an env to compact its
   history every N turns (``set_compaction_period``); :class:`CompactionUnsupported` when it

@@ -122,27 +122,17 @@ class TrajectoryStats:
         return sum(1 for b in self.breaks if b.compaction)
 
     def as_metrics(self) -> dict[str, float]:
-        """Numeric metrics under ``rollout/`` (what ``TrajectoryGroup.metrics_G`` carries)."""
-        if not self.breaks:  # the common case: no per-break sums
-            return {
-                "rollout/turns": float(self.turns),
-                "rollout/sampled_tokens": float(self.sampled_tokens),
-                "rollout/ext_breaks": 0.0,
-                "rollout/ext_breaks_unexpected": 0.0,
-                "rollout/compactions": 0.0,
-                "rollout/compaction_unsupported": float(self.compaction_unsupported),
-                "rollout/datums": float(self.datums),
-                "rollout/tokens_trained": float(self.tokens_trained),
-                "rollout/tokens_unique": float(self.tokens_unique),
-                "rollout/tokens_per_turn": float(self.tokens_per_turn),
-            }
+        """Numeric metrics under ``rollout/`` (what ``TrajectoryGroup.metrics_G`` carries).
+
+        Breaks and compactions are not among them: one count per fact, and those are counted
+        once per batch by :func:`rollout.summarize` (``traj/ext_breaks``,
+        ``traj/ext_breaks_unexpected``, ``traj/compactions``, ``traj/compaction_unsupported``),
+        located on their transitions (``rollout/ext_break``, ``rollout/compaction``,
+        ``rollout/compaction_unsupported``) and listed per trajectory in :attr:`breaks`.
+        """
         return {
             "rollout/turns": float(self.turns),
             "rollout/sampled_tokens": float(self.sampled_tokens),
-            "rollout/ext_breaks": float(len(self.breaks)),
-            "rollout/ext_breaks_unexpected": float(self.unexpected_breaks),
-            "rollout/compactions": float(self.compactions),
-            "rollout/compaction_unsupported": float(self.compaction_unsupported),
             "rollout/datums": float(self.datums),
             "rollout/tokens_trained": float(self.tokens_trained),
             "rollout/tokens_unique": float(self.tokens_unique),

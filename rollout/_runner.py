@@ -2,7 +2,7 @@
 
 The loop follows the cookbook's ``rollout_runner._run_loop`` step for step (same stop semantics,
 pinned by ``tests/test_rollout_parity.py``) and adds what the cookbook's lacks: the global
-sampling / env-step limiters (``anyio.CapacityLimiter``), the step deadline, the run-time
+sampling / env-step limiters (``anyio.Semaphore`` s), the step deadline, the run-time
 extension check with its datum/token accounting (:class:`~rollout._extension.ExtensionTracker`),
 compaction and the :class:`~rollout._results.TrajectoryStats`.
 """
@@ -10,11 +10,10 @@ compaction and the :class:`~rollout._results.TrajectoryStats`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import tinker
@@ -56,9 +55,18 @@ LOG_EXT_BREAK = "ext_break"
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+CallLimiter = anyio.Semaphore | anyio.CapacityLimiter
+"""A global cap on concurrent calls (held with ``async with``): the engine makes semaphores
+(``rollout._engine._limiter`` says why); a ``CapacityLimiter`` of your own works too."""
 
 _NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
 """Stands in for an absent limiter (``async with`` it does nothing)."""
+_NO_DEADLINE: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+"""Stands in for an absent deadline (reusable: ``nullcontext`` keeps no state)."""
+_EMPTY = tinker.ModelInput.empty()
+"""An episode's observation until its first one arrives (shared: the engine never mutates an observation)."""
 
 
 class _Episode:
@@ -71,20 +79,21 @@ class _Episode:
         limits: RolloutLimits,
         config: EngineConfig,
         tracker: ExtensionTracker | None,
-        sample_limiter: anyio.CapacityLimiter | None,
-        step_limiter: anyio.CapacityLimiter | None,
+        sample_limiter: CallLimiter | None,
+        step_limiter: CallLimiter | None,
         place: tuple[int, int, int],
     ) -> None:
         self.env = env
         self.policy = policy
         self.limits = limits
+        self.token_budget = has_token_budget(limits)  # a per-turn check otherwise
         self.config = config
         self.tracker = tracker
-        self.sample_limiter = _Token(sample_limiter) if sample_limiter is not None else _NO_LIMIT
-        self.step_limiter = _Token(step_limiter) if step_limiter is not None else _NO_LIMIT
+        self.sample_limiter = sample_limiter if sample_limiter is not None else _NO_LIMIT
+        self.step_limiter = step_limiter if step_limiter is not None else _NO_LIMIT
         self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
-        self.ob: tinker.ModelInput = tinker.ModelInput.empty()
+        self.ob: tinker.ModelInput = _EMPTY  # until the initial observation
         self.turns = 0
         self.sampled = 0
         self.truncations = 0  # "length" stops the env continued past (cookbook metric)
@@ -92,7 +101,7 @@ class _Episode:
     async def run(self) -> str:
         """Run the episode; return its stop reason ("" when the env gave none and
         ``set_completed_stop_reason`` is off). Transitions accumulate in ``self.transitions``."""
-        initial = await self._env_call(self.env.initial_observation, "initial_observation")
+        initial = await self._env_call("initial_observation", self.env.initial_observation)
         if isinstance(initial, InitialObservationOverflow):
             return self._overflow(initial)
         self.ob, stop = initial
@@ -111,8 +120,7 @@ class _Episode:
 
             # 3. Step the env and record the transition.
             result: StepResult = await self._env_call(
-                functools.partial(self.env.step, ac.tokens, extra=ActionExtra(stop_reason=ac.stop_reason)),
-                "env.step",
+                "env.step", self.env.step, ac.tokens, extra=ActionExtra(stop_reason=ac.stop_reason)
             )
             transition = Transition(
                 ob=self.ob,
@@ -145,7 +153,7 @@ class _Episode:
         limits = self.limits
         if limits.max_turns is not None and self.turns >= limits.max_turns:
             return StopReason.MAX_TURNS
-        if has_token_budget(limits):
+        if self.token_budget:
             return cumulative_stop(limits, self.ob.length, self.sampled)
         return None
 
@@ -153,7 +161,7 @@ class _Episode:
         """One policy call, under the sampling limiter and ``sampling_turn_timeout_seconds``;
         with ``max_tokens`` from the token budgets and ``call`` (its place) on a seeded engine."""
         kwargs: dict[str, Any] = {}
-        if has_token_budget(self.limits):
+        if self.token_budget:
             kwargs["max_tokens"] = per_call_max_tokens(self.limits, self.ob.length, self.sampled)
         if self.config.seed is not None:
             kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
@@ -163,13 +171,18 @@ class _Episode:
                 return _checked(await self.policy(self.ob, stop, **kwargs))
         raise SamplingTurnTimeoutError(f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}")
 
-    async def _env_call(self, call: Callable[[], Awaitable[_T]], what: str) -> _T:
-        """``await call()`` under the env-step limiter and ``step_timeout_s`` (the coroutine is
-        created only once a slot is held, so a cancelled wait leaves no un-awaited coroutine)."""
+    async def _env_call(
+        self, what: str, fn: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """``await fn(*args, **kwargs)`` under the env-step limiter and ``step_timeout_s`` (the
+        coroutine is created only once a slot is held, so a cancelled wait leaves no un-awaited
+        coroutine)."""
         timeout = self.config.step_timeout_s
+        if self.step_limiter is _NO_LIMIT and timeout is None:
+            return await fn(*args, **kwargs)  # the default: nothing to hold or time
         async with self.step_limiter:
             with _deadline(timeout):
-                return await call()
+                return await fn(*args, **kwargs)
         raise StepTimeout(f"{what} exceeded step_timeout_s={timeout}")
 
     def _overflow(self, initial: InitialObservationOverflow) -> str:
@@ -218,36 +231,10 @@ class _Episode:
             )
 
 
-class _Token:
-    """``async with`` one token of an ``anyio.CapacityLimiter``: taken at once when one is free
-    (``acquire_nowait``, which also yields to queued waiters), else awaited (``acquire``: FIFO,
-    cancellable).
-
-    Why not ``async with limiter``: ``CapacityLimiter.acquire`` makes two event-loop checkpoints
-    even when a token is free (a cancel scope and a trip through the loop); measured with
-    ``bench/rollout_engine.py``'s 5 ms calls, that was about a fifth of the engine's CPU per
-    turn, which a loaded machine turns into wall time. The awaited call inside is the checkpoint.
-    """
-
-    __slots__ = ("limiter",)
-
-    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
-        self.limiter = limiter
-
-    async def __aenter__(self) -> None:
-        try:
-            self.limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self.limiter.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.limiter.release()
-
-
 def _deadline(seconds: float | None) -> contextlib.AbstractContextManager[Any]:
-    """``anyio.move_on_after(seconds)``, or nothing without a deadline: two cancel scopes per turn
-    were about a fifth of the engine's CPU per turn at ``bench/rollout_engine.py``'s 5 ms calls."""
-    return contextlib.nullcontext() if seconds is None else anyio.move_on_after(seconds)
+    """``anyio.move_on_after(seconds)``, or nothing without a deadline (a cancel scope per call
+    costs a backend lookup and task-state bookkeeping on every turn; ``None`` is the default)."""
+    return _NO_DEADLINE if seconds is None else anyio.move_on_after(seconds)
 
 
 def _checked(ac: TokensWithLogprobs) -> TokensWithLogprobs:
@@ -292,8 +279,8 @@ async def run_episode(
     env: Env,
     config: EngineConfig | None = None,
     *,
-    sample_limiter: anyio.CapacityLimiter | None = None,
-    step_limiter: anyio.CapacityLimiter | None = None,
+    sample_limiter: CallLimiter | None = None,
+    step_limiter: CallLimiter | None = None,
     group: int = 0,
     slot: int = 0,
     attempt: int = 0,
@@ -338,7 +325,7 @@ async def run_episode(
     )
 
     reason: str | None = None
-    with anyio.move_on_after(limits.rollout_timeout_seconds):
+    with _deadline(limits.rollout_timeout_seconds):
         reason = await episode.run()
     if reason is None:  # the rollout deadline fired: keep what was collected, drop the in-flight turn
         reason = StopReason.ROLLOUT_TIMEOUT

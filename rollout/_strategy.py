@@ -25,7 +25,7 @@ from rollout._results import (
     TrajectoryStats,
     error_of,
 )
-from rollout._runner import run_episode
+from rollout._runner import CallLimiter, run_episode
 
 _Done = tuple[Trajectory, TrajectoryStats, Env]
 
@@ -36,8 +36,8 @@ async def _run_slots(
     policy: TokenCompleter,
     config: EngineConfig,
     errors: list[RolloutError],
-    sample_limiter: anyio.CapacityLimiter | None,
-    step_limiter: anyio.CapacityLimiter | None,
+    sample_limiter: CallLimiter | None,
+    step_limiter: CallLimiter | None,
     index: int,
 ) -> tuple[list[_Done | None], int, RolloutError | None]:
     """Run every slot under the strategy; return (per-slot results, retries used, group failure).
@@ -135,8 +135,8 @@ async def run_group(
     config: EngineConfig,
     *,
     index: int = 0,
-    sample_limiter: anyio.CapacityLimiter | None = None,
-    step_limiter: anyio.CapacityLimiter | None = None,
+    sample_limiter: CallLimiter | None = None,
+    step_limiter: CallLimiter | None = None,
 ) -> GroupOutcome:
     """Run one group to a :class:`GroupOutcome` (never raises for rollout/group failures).
 
