@@ -49,6 +49,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -67,6 +68,8 @@ import anyio.lowlevel
 import anyio.to_thread
 import chz
 
+from envs.code import _sandbox_spawner
+
 __all__ = [
     "Isolation",
     "RunResult",
@@ -82,6 +85,7 @@ __all__ = [
 ]
 
 _CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
+_SPAWNER_SCRIPT = str(Path(__file__).with_name("_sandbox_spawner.py"))
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _UID_BASE = 0x60000000
 """First user id of the unprivileged ids the ``namespaces`` mode runs code as (one per run)."""
@@ -574,6 +578,168 @@ class _StartError(Exception):
     """The run could not start (no user id, no folder, no process); the message says why."""
 
 
+class _Spawner:
+    """The process that starts every run (``_sandbox_spawner.py``; its docstring has the protocol).
+
+    Started once per process, on the first run, from a worker thread (and again only if it died):
+    after that this process never forks or execs for a run. Creating a process from a thread
+    holds this process's GIL until the child has exec'd, which on a loaded machine stalls the
+    event loop for as long as the child waits for a CPU; the spawner waits instead. It ends when
+    this process does (its control socket closes), killing whatever runs are left.
+
+    ``in_thread=True`` serves the same protocol from a thread of this process instead: process
+    creation in this process, as before the spawner (kept for the bench's before/after figures).
+    """
+
+    def __init__(self, *, in_thread: bool = False) -> None:
+        self.in_thread = in_thread
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | threading.Thread | None = None
+        self._control: socket.socket | None = None
+
+    def request(self, argv: list[str], config: dict[str, Any], fds: tuple[int, int, int]) -> socket.socket:
+        """In a worker thread: ask for one run of ``argv`` with ``config`` and the run's stdin,
+        output and status pipes (``fds``); the run's channel, on which the answers come."""
+        data = json.dumps({"argv": argv, "config": config}).encode()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            for attempt in range(2):  # a spawner that died is started again, once
+                control = self._ensure()
+                try:
+                    socket.send_fds(control, [data], [theirs.fileno(), *fds])
+                    break
+                except (BrokenPipeError, ConnectionError):
+                    self._forget(control)
+                    if attempt:
+                        raise
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return ours
+
+    def pid(self) -> int | None:
+        """The spawner's process id, once started (for audits: a run must not act on it)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        return os.getpid() if isinstance(proc, threading.Thread) else proc.pid
+
+    def _alive(self) -> bool:
+        proc = self._proc
+        if isinstance(proc, threading.Thread):
+            return proc.is_alive()
+        return proc is not None and proc.poll() is None
+
+    def _ensure(self) -> socket.socket:
+        with self._lock:
+            if self._control is not None and self._alive():
+                return self._control
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            if self.in_thread:
+                thread = threading.Thread(
+                    target=_sandbox_spawner.serve, args=(child,), daemon=True, name="turngym-spawner"
+                )
+                thread.start()
+                self._proc, self._control = thread, parent
+                return parent
+            try:
+                argv = [os.path.realpath(sys.executable), "-I", "-S", "-B", _SPAWNER_SCRIPT]
+                proc = subprocess.Popen(
+                    [*argv, str(child.fileno())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    pass_fds=(child.fileno(),),
+                    close_fds=True,
+                    start_new_session=True,  # a terminal's Ctrl-C is this process's to handle
+                    cwd="/",
+                    env={},
+                )
+            except BaseException:
+                parent.close()
+                raise
+            finally:
+                child.close()
+            self._proc, self._control = proc, parent
+            return parent
+
+    def _forget(self, control: socket.socket) -> None:
+        with self._lock:
+            if self._control is control:
+                control.close()
+                self._control = None
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's spawner is the parent's (its socket is closed here, so
+        the spawner still sees the parent's end as the only one)."""
+        self._lock = threading.Lock()
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                self._control.close()
+        self._control = None
+        self._proc = None
+
+
+_spawner = _Spawner()
+os.register_at_fork(after_in_child=_spawner._after_fork)
+
+
+class _Process:
+    """A run's process as seen through its channel to the spawner: started, ended, killed."""
+
+    def __init__(self, channel: socket.socket):
+        self.channel = channel
+        channel.setblocking(False)
+        self.pid: int | None = None
+        self.ended = False
+
+    async def _message(self) -> dict[str, Any]:
+        """The next answer; ``{}`` when the spawner is gone."""
+        while True:
+            await anyio.wait_readable(self.channel)
+            try:
+                data = self.channel.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return {}
+            if not data:
+                return {}
+            try:
+                answer = json.loads(data)
+            except ValueError:
+                return {}
+            return answer if isinstance(answer, dict) else {}
+
+    async def started(self) -> None:
+        """Wait for the process id (raises :class:`_StartError` with the spawner's reason)."""
+        answer = await self._message()
+        if "pid" not in answer:
+            why = answer.get("error", "the spawner ended")
+            raise _StartError(f"could not start the sandbox: {why}")
+        self.pid = int(answer["pid"])
+
+    async def wait(self) -> None:
+        """Wait until the process has ended (the spawner keeps it unreaped until :meth:`release`)."""
+        if self.ended:
+            return
+        answer = await self._message()
+        if not answer.get("exited"):  # the spawner died: nobody holds the process any more
+            self.kill()
+        self.ended = True
+
+    def kill(self) -> None:
+        """``SIGKILL`` to the process group (safe until :meth:`release`: the id cannot be reused)."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Done with the run: the spawner kills what is left of its group and reaps it."""
+        self.channel.close()
+
+
 class _Run:
     """One run: start, read, kill when needed, reap, clean up.
 
@@ -600,30 +766,40 @@ class _Run:
     async def execute(self) -> RunResult:
         t0 = time.perf_counter()
         try:
-            proc, out_fd, status_fd = await anyio.to_thread.run_sync(self._start)
+            channel, out_fd, status_fd = await anyio.to_thread.run_sync(self._start)
         except _StartError as e:
             return RunResult(RunStatus.SANDBOX_ERROR, "", str(e))
+        proc = _Process(channel)
         reports: list[dict[str, Any]] = []
+        start_error: str | None = None
         try:
+            await proc.started()
             await self._read(proc, out_fd)
-            await _wait_exit(proc)
+            await proc.wait()
             await self._drain(out_fd)
+        except _StartError as e:
+            start_error = str(e)
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled run is still killed and cleaned up
-                if proc.returncode is None:  # not reaped yet, so its process group id is still its own
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    await _wait_exit(proc)
+                if proc.pid is None and start_error is None:  # cancelled before the spawner answered
+                    with anyio.move_on_after(30.0), contextlib.suppress(_StartError):
+                        await proc.started()
+                if proc.pid is not None and not proc.ended:  # not reaped: its group id is still its own
+                    proc.kill()
+                    await proc.wait()
                     await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
                 reports = await anyio.to_thread.run_sync(self._finish, out_fd, status_fd)
+                proc.release()
+        if start_error is not None:
+            return RunResult(RunStatus.SANDBOX_ERROR, "", start_error)
         if self.lingering:
             with self.sandbox._lock:
                 self.sandbox._counts["lingering"] += 1
         return self._result(reports, time.perf_counter() - t0, self.workdir)
 
-    def _start(self) -> tuple[subprocess.Popen[bytes], int, int]:
-        """In a worker thread: a user id (``namespaces``), the folder, the pipes, fork + exec.
-        On failure everything taken is given back and :class:`_StartError` says why."""
+    def _start(self) -> tuple[socket.socket, int, int]:
+        """In a worker thread: a user id (``namespaces``), the folder, the pipes, the request to
+        the spawner. On failure everything taken is given back and :class:`_StartError` says why."""
         if self.mode is Isolation.NAMESPACES:
             try:
                 self.uid_slot = _uids.acquire()
@@ -661,38 +837,20 @@ class _Run:
         if self.uid_slot is not None:
             _uids.release(self.uid_slot)
 
-    def _spawn(self, workdir: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    def _spawn(self, workdir: str) -> tuple[socket.socket, int, int]:
+        """The pipes, the code written to stdin, and the request to the spawner (which starts the
+        process: this one never forks); the run's channel, output and status pipes."""
         if self.mode is not Isolation.NAMESPACES and os.geteuid() == 0:
             os.chmod(workdir, 0o700)
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        status_r, status_w = os.pipe()
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
         try:
             os.write(in_w, self.code)  # fits the empty pipe's buffer (max_code_bytes <= 60000)
             os.close(in_w)
             config = self.sandbox.child_config(self.mode, workdir, self.uid, status_w)
-            argv = [
-                self.sandbox._python,
-                "-I",
-                "-S",
-                "-B",
-                "-u",
-                "-X",
-                "utf8",
-                _CHILD_SCRIPT,
-                json.dumps(config),
-            ]
-            proc = subprocess.Popen(
-                argv,
-                stdin=in_r,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(status_w,),
-                close_fds=True,
-                start_new_session=True,
-                cwd="/",
-                env={},
-            )
+            argv = [self.sandbox._python, "-I", "-S", "-B", "-u", "-X", "utf8", _CHILD_SCRIPT]
+            channel = _spawner.request(argv, config, (in_r, out_w, status_w))
         except BaseException:
             for fd in (out_r, status_r):
                 os.close(fd)
@@ -703,9 +861,9 @@ class _Run:
                     os.close(fd)
         os.set_blocking(out_r, False)
         os.set_blocking(status_r, False)
-        return proc, out_r, status_r
+        return channel, out_r, status_r
 
-    async def _read(self, proc: subprocess.Popen[bytes], out_fd: int) -> None:
+    async def _read(self, proc: _Process, out_fd: int) -> None:
         """Collect output until every writer closed the pipe, the output cap or the time limit."""
         cap = self.limits.output_bytes
         with anyio.move_on_after(self.limits.timeout_s) as scope:
@@ -723,8 +881,7 @@ class _Run:
                     break
         if scope.cancelled_caught:
             self.killed_for = RunStatus.TIMEOUT
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
 
     async def _drain(self, out_fd: int) -> None:
         """After the supervisor ended: wait (1 s at most) until nothing holds the output pipe, so
@@ -816,20 +973,6 @@ def _read_status(fd: int) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 out.append(obj)
     return out
-
-
-async def _wait_exit(proc: subprocess.Popen[bytes]) -> None:
-    """Await the supervisor's end on a pidfd (a worker thread where there is none), and reap it."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        await anyio.to_thread.run_sync(proc.wait)
-        return
-    try:
-        while proc.poll() is None:
-            await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
 
 
 def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
