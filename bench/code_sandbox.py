@@ -55,6 +55,7 @@ from tinker_cookbook.renderers import Renderer, ToolCall
 
 from backend.model import SMOLLM2, register_tokenizers
 from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
+from envs.code import sandbox as sandbox_module
 from envs.code.escapes import EscapeOutcome, run_escape_attempts
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
 from envs.code.unprivileged import run_as_user
@@ -237,9 +238,9 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSa
     return escapes, sampler
 
 
-def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int) -> None:
+def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1) -> None:
     """Run as a user without root (see :func:`nonroot_section`): the escape table of ``userns`` and
-    ``landlock`` (hook on and off) and the 64-run burst in ``userns``; a JSON line last."""
+    ``landlock`` (hook on and off), the 64-run bursts (before/after) in each; a JSON line last."""
 
     async def main() -> dict[str, object]:
         escapes = 0
@@ -255,20 +256,22 @@ def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int) -> None:
                 t0 = time.perf_counter()
                 outcomes = await run_escape_attempts(Sandbox(config), concurrency=concurrency)
                 escapes += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (as nobody)")
-        lag = await burst_lag(burst_runs, Isolation.USERNS if Isolation.USERNS in modes else Isolation.AUTO)
+        lag = await burst_ab(burst_runs, modes, rounds)
         memory = [await memory_section(mode) for mode in modes]
         return {"escapes": escapes, "modes": [str(m) for m in modes], "lag": lag, "memory": memory}
 
     print(json.dumps(anyio.run(main)), flush=True)
 
 
-def nonroot_section(timeout_s: float, concurrency: int, burst_runs: int) -> dict[str, Any] | None:
+def nonroot_section(
+    timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1
+) -> dict[str, Any] | None:
     """As root: run :func:`nonroot_main` as user ``nobody`` and echo its lines; its JSON result."""
     if os.geteuid() != 0:
         return None
     code = (
         "from bench.code_sandbox import nonroot_main\n"
-        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r})\n"
+        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r}, {rounds!r})\n"
     )
     done = run_as_user(code, timeout=1800)
     lines = done.stdout.strip().splitlines()
@@ -276,7 +279,7 @@ def nonroot_section(timeout_s: float, concurrency: int, burst_runs: int) -> dict
         print(line, flush=True)
     if done.returncode != 0 or not lines:
         print(f"escapes as nobody: the run failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
-        return {"escapes": 1, "modes": [], "lag": None}
+        return {"escapes": 1, "modes": [], "lag": []}
     return json.loads(lines[-1])
 
 
@@ -289,14 +292,30 @@ BURST_PROGRAMS = (
 """What the 64 concurrent runs do: a sum, one byte at a time, an error, a timeout."""
 
 
-async def burst_lag(runs: int, isolation: Isolation) -> dict[str, float | str]:
-    """``runs`` runs at once (``concurrency=runs``) of :data:`BURST_PROGRAMS` in turn; the event
-    loop's lateness and blocked time (p99 and worst, ms) while they go."""
+SPAWNERS = ("in-trainer", "spawner")
+"""How runs are started: ``in-trainer`` (process creation from a thread of this process, the design
+before the spawner: the *before* side) and ``spawner`` (the default: a process of its own)."""
+
+
+async def burst_lag(runs: int, isolation: Isolation, spawner: str = "spawner") -> dict[str, float | str]:
+    """``runs`` runs at once (``concurrency=runs``) of :data:`BURST_PROGRAMS` in turn, their
+    processes started as ``spawner`` says (:data:`SPAWNERS`); the event loop's lateness and
+    blocked time (p99 and worst, ms) while they go."""
+    saved = sandbox_module._spawner
+    if spawner == "in-trainer":
+        sandbox_module._spawner = sandbox_module._Spawner(in_thread=True)
+    try:
+        return await _burst_lag(runs, isolation, spawner)
+    finally:
+        sandbox_module._spawner = saved
+
+
+async def _burst_lag(runs: int, isolation: Isolation, spawner: str) -> dict[str, float | str]:
     sandbox = Sandbox(
         SandboxConfig(limits=SandboxLimits(timeout_s=3.0), isolation=isolation, concurrency=runs)
     )
     mode = await sandbox.isolation()
-    await sandbox.run("pass")  # the probe and the page cache: set-up
+    await sandbox.run("pass")  # the probe, the spawner and the page cache: set-up
     sampler = LagSampler()
     statuses: Counter[str] = Counter()
 
@@ -312,19 +331,31 @@ async def burst_lag(runs: int, isolation: Isolation) -> dict[str, float | str]:
     await while_sampling(sampler, work)
     out: dict[str, float | str] = {
         "mode": str(mode),
+        "spawner": spawner,
         "seconds": time.perf_counter() - t0,
         "lag_p99_ms": sampler.p99(),
         "lag_max_ms": max(sampler.lags, default=0.0),
         "blocked_p99_ms": sampler.blocked_p99(),
         "blocked_max_ms": max(sampler.blocked, default=0.0),
         "statuses": json.dumps(dict(statuses)),
+        "load": os.getloadavg()[0],
     }
     print(
-        f"burst[{mode}, {runs} at once]: {out['seconds']:.1f}s statuses={dict(statuses)}; event loop ms: "
+        f"burst[{mode}, {runs} at once, {spawner}]: {out['seconds']:.1f}s statuses={dict(statuses)}; event loop ms: "
         f"lag p99 {out['lag_p99_ms']:.2f} max {out['lag_max_ms']:.1f}, blocked p99 {out['blocked_p99_ms']:.2f} "
-        f"max {out['blocked_max_ms']:.1f}",
+        f"max {out['blocked_max_ms']:.1f} (load {out['load']:.1f})",
         flush=True,
     )
+    return out
+
+
+async def burst_ab(runs: int, modes: Sequence[Isolation], rounds: int) -> list[dict[str, float | str]]:
+    """Before/after, interleaved: for each mode, ``rounds`` x (in-trainer, spawner) bursts."""
+    out = []
+    for mode in modes:
+        for _ in range(rounds):
+            for spawner in SPAWNERS:
+                out.append(await burst_lag(runs, mode, spawner))
     return out
 
 
@@ -483,12 +514,14 @@ async def main_async(args: argparse.Namespace) -> None:
     )
 
     escapes, escape_lag = await escape_section(args.timeout, args.concurrency)
-    nonroot = await anyio.to_thread.run_sync(nonroot_section, args.timeout, args.concurrency, args.burst)
+    nonroot = await anyio.to_thread.run_sync(
+        nonroot_section, args.timeout, args.concurrency, args.burst, args.rounds
+    )
     if nonroot is not None:
         escapes += int(nonroot["escapes"])
-    bursts = [await burst_lag(args.burst, Isolation.AUTO)]
-    if nonroot is not None and nonroot.get("lag"):
-        bursts.append(nonroot["lag"])
+    root_modes = await strong_modes()
+    bursts = await burst_ab(args.burst, root_modes[:1], args.rounds)
+    bursts += list((nonroot or {}).get("lag") or [])
     memory = [await memory_section()] + [tuple(m) for m in (nonroot or {}).get("memory", [])]
 
     # the default sandbox (its runs niced +10 below this process, autogroup included) and one at
@@ -538,12 +571,31 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"event_loop_lag_p99_ms={max(s.p99() for s in ours):.2f}")
     print(f"event_loop_blocked_p99_ms={max(s.blocked_p99() for s in ours):.2f}")
     print(f"escapes={escapes} (goal 0; every mode, audit hook on and off)")
-    blocked_p99 = max(float(b["blocked_p99_ms"]) for b in bursts)
-    blocked_max = max(float(b["blocked_max_ms"]) for b in bursts)
+    for spawner in SPAWNERS:
+        side = [b for b in bursts if b["spawner"] == spawner]
+        if not side:
+            continue
+        per_mode = {
+            str(m): (
+                max(float(b["blocked_p99_ms"]) for b in side if b["mode"] == m),
+                max(float(b["blocked_max_ms"]) for b in side if b["mode"] == m),
+            )
+            for m in dict.fromkeys(b["mode"] for b in side)
+        }
+        print(
+            f"{spawner}: event loop blocked at {args.burst} runs, per mode (p99 / worst ms, over "
+            f"{args.rounds} round(s)): "
+            + ", ".join(f"{m} {p:.2f} / {w:.1f}" for m, (p, w) in per_mode.items()),
+            flush=True,
+        )
+    after = [b for b in bursts if b["spawner"] == "spawner"] or bursts
+    blocked_p99 = max(float(b["blocked_p99_ms"]) for b in after)
+    blocked_max = max(float(b["blocked_max_ms"]) for b in after)
     print(
-        f"event_loop_{args.burst}_runs_blocked_p99_ms={blocked_p99:.2f} (goal <= 10; modes {[b['mode'] for b in bursts]})"
+        f"event_loop_{args.burst}_runs_blocked_p99_ms={blocked_p99:.2f} (goal <= 10; spawner; "
+        f"modes {sorted({str(b['mode']) for b in after})})"
     )
-    print(f"event_loop_{args.burst}_runs_blocked_max_ms={blocked_max:.1f} (goal <= 50)")
+    print(f"event_loop_{args.burst}_runs_blocked_max_ms={blocked_max:.1f} (goal <= 50; spawner)")
     over = [f"{m[3]} {m[0]:.0f}/{m[2]:.0f}" for m in memory if m[0] > m[2]]
     print(
         "run_host_memory_mb="
@@ -561,6 +613,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="runs at once")
     parser.add_argument("--timeout", type=float, default=3.0, help="time limit of the escape runs, s")
     parser.add_argument("--burst", type=int, default=64, help="runs at once for the event-loop lag figures")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="before/after burst pairs per mode (interleaved)"
+    )
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     anyio.run(main_async, args)

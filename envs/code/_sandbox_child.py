@@ -45,7 +45,8 @@ memory-backed files and System V IPC; it kills the process (``SIGSYS``) on the t
 ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``; signals and ``prlimit64``, ``sched_*``,
 ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid`` unless aimed at the runner itself (and no
 ``SIGSYS``); metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket
-call but a unix ``socketpair`` and ``sendto`` without an address.
+call but a unix ``socketpair`` and ``sendto`` without an address. In the namespace modes:
+``SIGSYS`` sent by any call (only the filter's own kill reads as a sandbox stop).
 """
 
 from __future__ import annotations
@@ -883,6 +884,16 @@ def _seccomp(mode: str) -> None:
         rule("rt_tgsigqueueinfo", lambda: chain((0, (me,), True), (2, (signal.SIGSYS,), False)))
     else:
         rule("socket", lambda: chain((0, (AF_UNIX,), True)))
+        # no SIGSYS by any process of the run to any other: only the filter's own kill reads as a
+        # sandbox stop (the runner, PID 1 of its namespace, ignores it anyway)
+        for name, sig_arg in (
+            ("kill", 1),
+            ("tkill", 1),
+            ("tgkill", 2),
+            ("rt_sigqueueinfo", 1),
+            ("rt_tgsigqueueinfo", 2),
+        ):
+            rule(name, lambda i=sig_arg: chain((i, (signal.SIGSYS,), False)))
     bpf.ret(SECCOMP_RET_ALLOW)
     raw = bpf.assemble()
     ctypes, libc = _libc()

@@ -172,7 +172,8 @@ class RunStatus(StrEnum):
     """Another exit status (an exception, ``MemoryError`` included, ``sys.exit(n)``, a file-size
     limit). The exit status is only reported: no value maps to another status."""
     TIMEOUT = "timeout"
-    """The wall-clock or CPU limit ran out; the process was killed."""
+    """The wall-clock or CPU limit ran out; the process was killed (a CPU-limit signal counts
+    only when the CPU time was spent: the code may send itself ``SIGXCPU``)."""
     MEMORY = "memory"
     """Reserved for a memory kill the supervisor observes; not produced: an uncaught
     ``MemoryError`` is the code's own exit (``ERROR``), which the code could also fake."""
@@ -180,8 +181,8 @@ class RunStatus(StrEnum):
     """More output than ``output_bytes``; the process was killed."""
     VIOLATION = "violation"
     """Killed by ``SIGSYS``: the seccomp filter stopped the run (its tripwire, which the audit
-    hook pulls on a forbidden operation, or a call from the wrong architecture); in ``landlock``
-    mode the code cannot send itself ``SIGSYS``."""
+    hook pulls on a forbidden operation, or a call from the wrong architecture); in no mode can the
+    code send ``SIGSYS`` itself."""
     KILLED = "killed"
     """Killed by another signal (a crash...)."""
     SANDBOX_ERROR = "sandbox_error"
@@ -626,6 +627,13 @@ class _Spawner:
             return None
         return os.getpid() if isinstance(proc, threading.Thread) else proc.pid
 
+    def started_pid(self) -> int:
+        """The spawner's process id, starting it first if need be (in a worker thread)."""
+        self._ensure()
+        pid = self.pid()
+        assert pid is not None
+        return pid
+
     def _alive(self) -> bool:
         proc = self._proc
         if isinstance(proc, threading.Thread):
@@ -940,7 +948,7 @@ class _Run:
             return result(RunStatus.SANDBOX_ERROR, "the sandbox ended before the code ran")
         if sig is not None:
             cpu_out = common["cpu_s"] >= 0.9 * limits.timeout_s
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_out):
+            if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_out:  # not a signal it sent itself
                 return result(
                     RunStatus.TIMEOUT, f"CPU time limit of {limits.timeout_s:g} s exceeded (killed)"
                 )
