@@ -504,6 +504,7 @@ def test_the_judges_see_each_escape_where_nothing_stops_it() -> None:
         "discover_by_kill_probe",
         "discover_by_sched_probe",
         "audit_hook_state",
+        "pipe_buffer_memory",
     ]
     if len(os.sched_getaffinity(0)) > 1:
         names.append("affinity_harness")

@@ -40,8 +40,8 @@ Modes (chosen by the parent, see ``Isolation``):
 The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: sockets other than
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
-memory-backed files and System V IPC; it kills the process (``SIGSYS``) on the tripwire call
-:data:`TRIPWIRE_NR`. In ``landlock`` mode also: new processes (fork, vfork, clone without
+memory-backed files, System V IPC and growing a pipe's buffer (``F_SETPIPE_SZ``); it kills the
+process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new processes (fork, vfork, clone without
 ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``; signals and ``prlimit64``, ``sched_*``,
 ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid`` unless aimed at the runner itself (and no
 ``SIGSYS``); metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket
@@ -108,6 +108,7 @@ SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
+F_SETPIPE_SZ = 1031
 AF_UNIX = 1
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
@@ -234,6 +235,7 @@ _NR: dict[str, tuple[int, int]] = {
     "llistxattr": (195, 12),
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
+    "fcntl": (72, 25),
     "mkdir": (83, -1),
     "mkdirat": (258, 34),
     "inotify_add_watch": (254, 27),
@@ -860,6 +862,8 @@ def _seccomp(mode: str) -> None:
         bpf.ret(deny_errno)
 
     rule("clone", clone)
+    # pipes keep their default size: their buffers are kernel memory outside the address space
+    rule("fcntl", lambda: chain((1, (F_SETPIPE_SZ,), False)))
     for name in _DENY_ALWAYS:
         rule(name, returns(deny_errno))
     if single:

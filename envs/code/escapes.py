@@ -352,6 +352,12 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         modes=_STRONG,
     ),
     EscapeAttempt(
+        "pipe_buffer_memory",  # kernel memory: the marker says the pipes grew
+        "import fcntl, os\npipes = [os.pipe() for _ in range(24)]\nfor r, w in pipes:\n"
+        "    fcntl.fcntl(w, 1031, 1 << 20)\nos.set_blocking(pipes[0][1], False)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
         "dev_shm_memory",
         "chunk = b'x' * (64 << 20)\nwith open('/dev/shm/turngym-escape', 'wb') as f:\n    for _ in range(40):\n"
         "        f.write(chunk)\nprint('ESCAPED')",

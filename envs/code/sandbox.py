@@ -126,7 +126,9 @@ _NAMESPACE_GUARANTEES = (
     "no process outside its run (its own PID namespace, every process dies with it), no network "
     "(only a loopback that is down), its own System V IPC, no /proc, no capability; seccomp refuses "
     "namespace, mount, tracing, io_uring, bpf, keyring, memory-backed-file and System V IPC calls; "
-    "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs"
+    "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs (memory-backed "
+    "files, System V and POSIX shared memory refused), plus the kernel buffers of its at most 64 "
+    "descriptors a process (pipes kept at their default size)"
 )
 _GUARANTEES: dict[Isolation, str] = {
     Isolation.AUTO: "see the mode it resolves to",
@@ -138,7 +140,9 @@ _GUARANTEES: dict[Isolation, str] = {
         "(Landlock); no socket but a unix socket pair, no new process, signals and process-control "
         "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no tracing, "
         "no change of any file's mode, owner, times or extended attributes, no System V IPC, no "
-        "memory-backed files, no capability (seccomp); memory at most memory_mb of address space"
+        "memory-backed files, no growing a pipe's buffer, no capability (seccomp); memory at most "
+        "memory_mb of address space, plus its folder's disk_mb where tmp_dir is a memory file system, "
+        "plus the kernel buffers of its at most 64 descriptors"
     ),
     Isolation.RLIMITS: "resource limits (time, address space, file size, open files) only",
 }
