@@ -37,9 +37,13 @@ output count, the set-up report sent before the code ran), never an exit status 
 chose. The sandbox's own script is ``_sandbox_child.py`` (standard library only). The working
 folder is removed by :func:`remove_folder`, which no link, depth or file mode can steer.
 
-The event loop never waits on a process nor on the file system: the user id, the working folder,
-fork + exec, the status and the clean-up run in worker threads; the output is read with
-``anyio.wait_readable`` on a non-blocking pipe and the process's end awaited on a pidfd.
+This process never forks or execs for a run: one spawner process (``_sandbox_spawner.py``,
+started once, on the first run) starts every run's process, so that no thread here holds the GIL
+while a child waits to exec (which stalled the event loop on a loaded machine). The event loop
+never waits on a process nor on the file system: the user id, the working folder, the request to
+the spawner, the status and the clean-up run in worker threads; the output is read with
+``anyio.wait_readable`` on a non-blocking pipe, and the spawner's answers (the process id, its
+end) on a socket of the run's own.
 """
 
 from __future__ import annotations
