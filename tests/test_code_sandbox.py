@@ -242,6 +242,26 @@ def test_the_trainer_never_forks_for_a_run(tmp_path: Path, monkeypatch: pytest.M
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.skipif(sandbox_module._cgroups.base() is None, reason="no memory cgroup can be made here")
+def test_a_run_killed_at_its_memory_cgroup_bound_ends_as_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a memory cgroup can be made (root), each run gets one limited to its stated bound,
+    and a process the kernel kills there ends the run as ``MEMORY``; the cgroup goes with the
+    run. (The address-space limits keep ordinary code below the bound: the test lowers it.)"""
+    limit = sandbox_module._MemoryCgroups._limit
+    monkeypatch.setattr(
+        sandbox_module._MemoryCgroups, "_limit", staticmethod(lambda f, v, _n: limit(f, v, 40 << 20))
+    )
+    sandbox = _sandbox(tmp_path, limits=SandboxLimits(timeout_s=20.0, memory_mb=256), nice=0)
+    hog = _run(sandbox, "blocks = []\nwhile True:\n    blocks.append(bytearray(4 << 20))")
+    assert (hog.status, hog.detail) == (RunStatus.MEMORY, "memory limit of 1056 MB exceeded (killed)"), hog
+    assert sandbox.stats.memory == 1
+    assert _run(sandbox, "print(1)").status is RunStatus.OK
+    base = sandbox_module._cgroups.base()
+    assert base is not None and not [n for n in os.listdir(base[0]) if n.startswith("turngym-")]
+
+
 def test_a_cancelled_run_is_killed_and_cleaned_up(tmp_path: Path) -> None:
     sandbox = _sandbox(tmp_path, limits=SandboxLimits(timeout_s=30.0))
     seen = []

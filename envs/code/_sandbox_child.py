@@ -397,6 +397,12 @@ def main() -> None:
     os.umask(0o022)
     mode = cfg["mode"]
     try:
+        if cfg.get("cgroup"):  # the run's memory cgroup: this process and every one it starts
+            with contextlib.suppress(OSError):  # not joined: the limits hold as without one
+                with open(os.path.join(cfg["cgroup"], "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("-1000")  # at the bound the kernel kills a process of the code, not this one
         if mode == "namespaces":
             _, libc = _libc()
             flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
@@ -522,6 +528,9 @@ def _folder_over(folder: str, max_bytes: int, max_entries: int) -> bool:
 # --- the runner ----------------------------------------------------------------------------------
 def _runner(cfg: dict, code: bytes, alive_r: int) -> None:
     try:
+        if cfg.get("cgroup"):
+            with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+                f.write("0")  # the supervisor's -1000 is not the code's
         workdir, tripwire = _confine(cfg, alive_r)
     except BaseException as e:
         _status({"setup_error": f"{type(e).__name__}: {e}"})

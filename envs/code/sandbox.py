@@ -183,7 +183,8 @@ class RunStatus(StrEnum):
     """The wall-clock or CPU limit ran out; the process was killed (a CPU-limit signal counts
     only when the CPU time was spent: the code may send itself ``SIGXCPU``)."""
     MEMORY = "memory"
-    """Reserved for a memory kill the supervisor observes; not produced: an uncaught
+    """The kernel killed a process of the run at the run's memory bound, counted in the run's
+    memory cgroup (only where one is made: root, with a memory controller to spare). An uncaught
     ``MemoryError`` is the code's own exit (``ERROR``), which the code could also fake."""
     OUTPUT_LIMIT = "output_limit"
     """More output than ``output_bytes``; the process was killed."""
@@ -580,7 +581,140 @@ class Sandbox:
             # inside its own autogroup: the autogroup gets ours + nice, or it would compete with
             # this process (and its event loop) as an equal
             "autogroup_nice": None if own is None else min(19, own + self.config.nice),
+            "cgroup": None,  # the run's memory cgroup, filled in per run
         }
+
+
+class _MemoryCgroups:
+    """A memory cgroup per run, below this process's own, where one can be made (root, with the
+    memory controller of cgroup v1, or of v2 enabled for children of this process's cgroup).
+
+    Its limit is the run's stated bound (``max_processes * memory_mb + disk_mb``); the kernel
+    counts everything the run's processes make it hold there: address space in use, its tmpfs,
+    and kernel memory (pipe and socket buffers, file locks, page tables...). When the limit is
+    reached the kernel kills a process of the run, which the run's status says (``MEMORY``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._base: tuple[str, int] | None = None
+        self._known = False
+
+    def base(self) -> tuple[str, int] | None:
+        """(this process's memory cgroup folder, cgroup version), or None where runs get none."""
+        with self._lock:
+            if not self._known:
+                self._base = self._find() if os.geteuid() == 0 else None
+                self._known = True
+            return self._base
+
+    def _find(self) -> tuple[str, int] | None:
+        try:
+            with open("/proc/self/cgroup") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+            with open("/proc/self/mountinfo") as f:
+                mounts = [line.split() for line in f]
+        except OSError:
+            return None
+        for version in (1, 2):
+            for hierarchy, controllers, path in lines:
+                if version == 1 and "memory" not in controllers.split(","):
+                    continue
+                if version == 2 and (hierarchy != "0" or controllers):
+                    continue
+                for m in mounts:
+                    fstype = m[m.index("-") + 1] if "-" in m else ""
+                    options = m[-1].split(",")
+                    if (version == 1 and fstype == "cgroup" and "memory" in options) or (
+                        version == 2 and fstype == "cgroup2"
+                    ):
+                        root, point = m[3], m[4]
+                        if root != "/" and not (path == root or path.startswith(root + "/")):
+                            continue
+                        folder = point + path[len(root) :] if root != "/" else point + path
+                        if self._usable(folder.rstrip("/") or "/", version):
+                            return folder.rstrip("/") or "/", version
+        return None
+
+    def _usable(self, folder: str, version: int) -> bool:
+        if version == 2:
+            try:
+                with open(f"{folder}/cgroup.subtree_control") as f:
+                    if "memory" not in f.read().split():
+                        return False
+            except OSError:
+                return False
+        probe = f"{folder}/turngym-probe-{os.getpid()}"
+        try:
+            os.mkdir(probe)
+        except OSError:
+            return False
+        try:
+            self._limit(probe, version, 64 << 20)
+            return True
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(probe)
+
+    @staticmethod
+    def _limit(folder: str, version: int, limit: int) -> None:
+        if version == 1:
+            with open(f"{folder}/memory.limit_in_bytes", "w") as f:
+                f.write(str(limit))
+            with contextlib.suppress(OSError), open(f"{folder}/memory.memsw.limit_in_bytes", "w") as f:
+                f.write(str(limit))  # no swap beyond it either
+        else:
+            with open(f"{folder}/memory.max", "w") as f:
+                f.write(str(limit))
+            with contextlib.suppress(OSError), open(f"{folder}/memory.swap.max", "w") as f:
+                f.write("0")
+
+    def create(self, name: str, limit: int) -> str | None:
+        """A fresh cgroup limited to ``limit`` bytes (its folder), or None where runs get none."""
+        base = self.base()
+        if base is None:
+            return None
+        folder = f"{base[0]}/turngym-{name}"
+        os.mkdir(folder)
+        try:
+            self._limit(folder, base[1], limit)
+        except OSError:
+            os.rmdir(folder)
+            raise
+        return folder
+
+    def oom_kills(self, folder: str) -> int:
+        """How many processes the kernel killed in ``folder`` for want of memory."""
+        base = self.base()
+        name = "memory.oom_control" if base is None or base[1] == 1 else "memory.events"
+        try:
+            with open(f"{folder}/{name}") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    @staticmethod
+    def remove(folder: str) -> str | None:
+        """Remove ``folder`` (empty once the run's processes ended); None, else why not."""
+        for _ in range(50):
+            try:
+                os.rmdir(folder)
+                return None
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                problem = e.strerror
+                time.sleep(0.02)  # the last process may still be leaving it
+        return f"could not remove the cgroup {folder}: {problem}"
+
+
+_cgroups = _MemoryCgroups()
 
 
 class _StartError(Exception):
@@ -774,6 +908,8 @@ class _Run:
         self.killed_for: RunStatus | None = None
         self.lingering = False
         self.cleanup_problem: str | None = None
+        self.cgroup: str | None = None
+        self.oom_kills = 0
 
     @property
     def uid(self) -> int | None:
@@ -827,6 +963,9 @@ class _Run:
             self._release()
             raise _StartError(f"no working folder: {e}") from None
         try:
+            limits = self.limits
+            bound = (limits.max_processes * limits.memory_mb + limits.disk_mb) << 20
+            self.cgroup = _cgroups.create(os.path.basename(self.workdir), bound)
             return self._spawn(self.workdir)
         except OSError as e:
             self._remove()
@@ -847,6 +986,11 @@ class _Run:
     def _remove(self) -> None:
         if self.workdir is not None:
             self.cleanup_problem = remove_folder(self.workdir)
+        if self.cgroup is not None:
+            self.oom_kills = _cgroups.oom_kills(self.cgroup)
+            problem = _cgroups.remove(self.cgroup)
+            if problem:
+                self.cleanup_problem = "; ".join(p for p in (self.cleanup_problem, problem) if p)
         self._release()
 
     def _release(self) -> None:
@@ -865,6 +1009,7 @@ class _Run:
             os.write(in_w, self.code)  # fits the empty pipe's buffer (max_code_bytes <= 60000)
             os.close(in_w)
             config = self.sandbox.child_config(self.mode, workdir, self.uid, status_w)
+            config["cgroup"] = self.cgroup
             argv = [self.sandbox._python, "-I", "-S", "-B", "-u", "-X", "utf8", _CHILD_SCRIPT]
             channel = _spawner.request(argv, config, (in_r, out_w, status_w))
         except BaseException:
@@ -941,6 +1086,9 @@ class _Run:
             return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
         if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
+        if self.oom_kills:  # the kernel's own count, in the run's memory cgroup
+            bound = limits.max_processes * limits.memory_mb + limits.disk_mb
+            return result(RunStatus.MEMORY, f"memory limit of {bound} MB exceeded (killed)")
         if final.get("disk"):
             return result(
                 RunStatus.ERROR,
