@@ -462,8 +462,7 @@ def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
     documented gaps (stat of outside paths, and so finding process ids) do get through."""
     out = _as_user("""
         import anyio, json, os, tempfile
-        from envs.code import sandbox as sandbox_module
-from envs.code.escapes import run_escape_attempts
+        from envs.code.escapes import run_escape_attempts
         from envs.code.sandbox import Sandbox, SandboxConfig, SandboxLimits
         async def main():
             out = {}
@@ -525,13 +524,13 @@ def test_the_judges_see_each_escape_where_nothing_stops_it() -> None:
         "discover_by_sched_probe",
         "audit_hook_state",
         "pipe_buffer_memory",
+        "sigio_owner_harness",
     ]
     if len(os.sched_getaffinity(0)) > 1:
         names.append("affinity_harness")
     out = _as_user(f"""
         import anyio, dataclasses, json
-        from envs.code import sandbox as sandbox_module
-from envs.code.escapes import ESCAPE_ATTEMPTS, run_escape_attempts
+        from envs.code.escapes import ESCAPE_ATTEMPTS, run_escape_attempts
         from envs.code.sandbox import Isolation, Sandbox, SandboxConfig, SandboxLimits
         chosen = [dataclasses.replace(a, modes=(Isolation.RLIMITS,), must_fail=False)
                   for a in ESCAPE_ATTEMPTS if a.name in {names!r}]

@@ -41,12 +41,14 @@ The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: s
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
 memory-backed files, System V IPC and growing a pipe's buffer (``F_SETPIPE_SZ``); it kills the
-process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new processes (fork, vfork, clone without
-``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``; signals and ``prlimit64``, ``sched_*``,
-``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid`` unless aimed at the runner itself (and no
-``SIGSYS``); metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket
-call but a unix ``socketpair`` and ``sendto`` without an address. In the namespace modes:
-``SIGSYS`` sent by any call (only the filter's own kill reads as a sandbox stop).
+process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new
+processes (fork, vfork, clone without ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``;
+signals and ``prlimit64``, ``sched_*``, ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid``
+unless aimed at the runner itself (and no ``SIGSYS``); an fd's owner (``F_SETOWN``,
+``F_SETOWN_EX``, ``F_SETSIG``, ``FIOSETOWN``, ``SIOCSPGRP``: I/O signals to another process);
+metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket call but a
+unix ``socketpair`` and ``sendto`` without an address. In the namespace modes: ``SIGSYS`` sent by
+any call (only the filter's own kill reads as a sandbox stop).
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
-F_SETPIPE_SZ = 1031
+F_SETPIPE_SZ, F_SETOWN, F_SETSIG, F_SETOWN_EX = 1031, 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 AF_UNIX = 1
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
@@ -236,6 +239,7 @@ _NR: dict[str, tuple[int, int]] = {
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
     "fcntl": (72, 25),
+    "ioctl": (16, 29),
     "mkdir": (83, -1),
     "mkdirat": (258, 34),
     "inotify_add_watch": (254, 27),
@@ -871,8 +875,12 @@ def _seccomp(mode: str) -> None:
         bpf.ret(deny_errno)
 
     rule("clone", clone)
-    # pipes keep their default size: their buffers are kernel memory outside the address space
-    rule("fcntl", lambda: chain((1, (F_SETPIPE_SZ,), False)))
+    # pipes keep their default size: their buffers are kernel memory outside the address space;
+    # landlock mode: no I/O signals to another process (an fd's owner), whatever Landlock scopes
+    fcntl_denied = (F_SETPIPE_SZ, F_SETOWN, F_SETSIG, F_SETOWN_EX) if single else (F_SETPIPE_SZ,)
+    rule("fcntl", lambda: chain((1, fcntl_denied, False)))
+    if single:
+        rule("ioctl", lambda: chain((1, (FIOSETOWN, SIOCSPGRP), False)))
     for name in _DENY_ALWAYS:
         rule(name, returns(deny_errno))
     if single:

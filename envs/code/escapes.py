@@ -229,6 +229,11 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         "setpriority_group", "import os\nos.setpriority(os.PRIO_PGRP, 0, 19)", must_fail=False, modes=_STRONG
     ),
     EscapeAttempt(
+        "sigio_owner_harness",  # the kernel would signal the owner when the pipe gets data
+        "import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, {pid})\nprint('ESCAPED')",
+        modes=(Isolation.LANDLOCK,),  # elsewhere the harness's pid names no process of the run's
+    ),
+    EscapeAttempt(
         "affinity_harness",
         "import os\nos.sched_setaffinity({pid}, {{min(os.sched_getaffinity(0))}})\nprint('ESCAPED')",
         modes=_STRONG,

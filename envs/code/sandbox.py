@@ -132,7 +132,7 @@ _NAMESPACE_GUARANTEES = (
     "namespace, mount, tracing, io_uring, bpf, keyring, memory-backed-file and System V IPC calls; "
     "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs (memory-backed "
     "files, System V and POSIX shared memory refused), plus the kernel buffers of its at most 64 "
-    "descriptors a process (pipes kept at their default size)"
+    "descriptors a process (pipes kept at their default size); as root, a memory cgroup at that bound"
 )
 _GUARANTEES: dict[Isolation, str] = {
     Isolation.AUTO: "see the mode it resolves to",
@@ -142,11 +142,12 @@ _GUARANTEES: dict[Isolation, str] = {
     Isolation.LANDLOCK: (
         "files: reads only the system and Python folders, reads and writes only its working folder "
         "(Landlock); no socket but a unix socket pair, no new process, signals and process-control "
-        "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no tracing, "
+        "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no fd owner "
+        "(no I/O signals to another process), no tracing, "
         "no change of any file's mode, owner, times or extended attributes, no System V IPC, no "
         "memory-backed files, no growing a pipe's buffer, no capability (seccomp); memory at most "
         "memory_mb of address space, plus its folder's disk_mb where tmp_dir is a memory file system, "
-        "plus the kernel buffers of its at most 64 descriptors"
+        "plus the kernel buffers of its at most 64 descriptors; as root, a memory cgroup at that bound"
     ),
     Isolation.RLIMITS: "resource limits (time, address space, file size, open files) only",
 }
@@ -585,11 +586,17 @@ class Sandbox:
         }
 
 
+def _memory_bound_mb(limits: SandboxLimits, mode: Isolation) -> int:
+    """The host memory a run may hold, as stated (``landlock`` runs one process)."""
+    processes = 1 if mode is Isolation.LANDLOCK else limits.max_processes
+    return processes * limits.memory_mb + limits.disk_mb
+
+
 class _MemoryCgroups:
     """A memory cgroup per run, below this process's own, where one can be made (root, with the
     memory controller of cgroup v1, or of v2 enabled for children of this process's cgroup).
 
-    Its limit is the run's stated bound (``max_processes * memory_mb + disk_mb``); the kernel
+    Its limit is the run's stated bound (:func:`_memory_bound_mb`); the kernel
     counts everything the run's processes make it hold there: address space in use, its tmpfs,
     and kernel memory (pipe and socket buffers, file locks, page tables...). When the limit is
     reached the kernel kills a process of the run, which the run's status says (``MEMORY``).
@@ -963,8 +970,7 @@ class _Run:
             self._release()
             raise _StartError(f"no working folder: {e}") from None
         try:
-            limits = self.limits
-            bound = (limits.max_processes * limits.memory_mb + limits.disk_mb) << 20
+            bound = _memory_bound_mb(self.limits, self.mode) << 20
             self.cgroup = _cgroups.create(os.path.basename(self.workdir), bound)
             return self._spawn(self.workdir)
         except OSError as e:
@@ -1087,7 +1093,7 @@ class _Run:
         if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
         if self.oom_kills:  # the kernel's own count, in the run's memory cgroup
-            bound = limits.max_processes * limits.memory_mb + limits.disk_mb
+            bound = _memory_bound_mb(limits, self.mode)
             return result(RunStatus.MEMORY, f"memory limit of {bound} MB exceeded (killed)")
         if final.get("disk"):
             return result(
