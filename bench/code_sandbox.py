@@ -428,10 +428,9 @@ def _on_memory_fs(path: str) -> bool:
 
 
 def _code_rss_mb(needle: bytes) -> float:
-    """Resident memory of the code's processes: those with ``needle`` in their command line,
-    but for the supervisor (whose parent is this process)."""
+    """Resident memory of the run's processes: those with ``needle`` (its folder) in their command
+    line, its supervisor included (conservative: the memory cgroup counts it too)."""
     total = 0
-    me = str(os.getpid()).encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -441,8 +440,6 @@ def _code_rss_mb(needle: bytes) -> float:
                     continue
             with open(f"/proc/{name}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f if b":" in line)
-            if fields.get(b"PPid", b"").strip() == me:
-                continue
             total += int(fields.get(b"VmRSS", b"0 kB").split()[0])
         except (OSError, ValueError):
             continue
