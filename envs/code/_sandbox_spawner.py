@@ -22,7 +22,8 @@ Protocol (one JSON object per message, descriptors passed with ``SCM_RIGHTS``):
 - when the trainer closes a channel (the run is over, or was abandoned), the spawner kills the
   process group (``SIGKILL``; nothing is left of a finished run) and reaps the process;
 - when the control socket closes (the trainer ended, however it ended), the spawner kills and
-  reaps every process it started and exits.
+  reaps every process it started, removes their memory cgroups (``config["cgroup"]``, which the
+  trainer would have removed) and exits.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ MAX_REQUEST = 1 << 17
 class _Run:
     """One started process and its channel."""
 
-    def __init__(self, channel: socket.socket, proc: subprocess.Popen[bytes]):
+    def __init__(self, channel: socket.socket, proc: subprocess.Popen[bytes], cgroup: str | None):
         self.channel = channel
         self.proc = proc
+        self.cgroup = cgroup  # the run's memory cgroup, which the trainer removes (else: see serve)
         self.told = False  # "exited" sent
         try:  # readable once the process has ended (it stays unreaped)
             self.pidfd: int | None = os.pidfd_open(proc.pid)
@@ -100,7 +102,7 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
         for fd in (stdin, output, status):
             os.close(fd)
     channel.setblocking(False)
-    run = _Run(channel, proc)
+    run = _Run(channel, proc, config.get("cgroup"))
     if not _send(channel, {"pid": proc.pid}):
         _end(run)
         return None
@@ -177,9 +179,12 @@ def serve(control: socket.socket) -> None:
                 for run in list(runs.values()):
                     if run.pidfd is None and not run.told and run.exited():
                         tell(run)
-    finally:
+    finally:  # the trainer is gone: end its runs, and remove their cgroups in its place
         for run in list(runs.values()):
             _end(run)
+            if run.cgroup:
+                with contextlib.suppress(OSError):
+                    os.rmdir(run.cgroup)
 
 
 def main() -> None:

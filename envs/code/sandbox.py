@@ -901,7 +901,8 @@ class _Run:
     """One run: start, read, kill when needed, reap, clean up.
 
     Only waiting happens on the event loop; the file-system and process work (user id, folder,
-    pipes, fork + exec, status, clean-up) runs in worker threads (:meth:`_start`, :meth:`_finish`).
+    pipes, the request to the spawner, status, clean-up) runs in worker threads (:meth:`_start`,
+    :meth:`_finish`); the process is created by the spawner, never here.
     """
 
     def __init__(self, sandbox: Sandbox, mode: Isolation, code: bytes):
