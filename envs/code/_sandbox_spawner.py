@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 MAX_REQUEST = 1 << 17
 """Largest request accepted (the configuration; the code itself goes through the stdin pipe)."""
@@ -182,9 +183,16 @@ def serve(control: socket.socket) -> None:
     finally:  # the trainer is gone: end its runs, and remove their cgroups in its place
         for run in list(runs.values()):
             _end(run)
-            if run.cgroup:
-                with contextlib.suppress(OSError):
-                    os.rmdir(run.cgroup)
+        for run in runs.values():
+            for _ in range(500):  # a run's last processes may still be leaving it
+                try:
+                    if run.cgroup:
+                        os.rmdir(run.cgroup)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
 
 def main() -> None:

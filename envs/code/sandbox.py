@@ -48,6 +48,7 @@ end) on a socket of the run's own.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -606,6 +607,7 @@ class _MemoryCgroups:
         self._lock = threading.Lock()
         self._base: tuple[str, int] | None = None
         self._known = False
+        self._pending: list[str] = []
 
     def base(self) -> tuple[str, int] | None:
         """(this process's memory cgroup folder, cgroup version), or None where runs get none."""
@@ -706,22 +708,36 @@ class _MemoryCgroups:
             pass
         return 0
 
-    @staticmethod
-    def remove(folder: str) -> str | None:
-        """Remove ``folder`` (empty once the run's processes ended); None, else why not."""
-        for _ in range(50):
-            try:
+    def remove(self, folder: str) -> None:
+        """Remove ``folder`` (empty once the run's processes ended), and those left before. A
+        cgroup still busy after a second (a killed run's last process not yet reaped by its new
+        parent) is left for later: removed at a later run, or when this process exits."""
+        with self._lock:
+            folders, self._pending = [*self._pending, folder], []
+        for i, each in enumerate(folders):
+            for _ in range(50 if i == len(folders) - 1 else 1):
+                try:
+                    os.rmdir(each)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                with self._lock:
+                    self._pending.append(each)
+
+    def remove_pending(self) -> None:
+        """At exit: one last try for the cgroups left for later."""
+        with self._lock:
+            folders, self._pending = self._pending, []
+        for folder in folders:
+            with contextlib.suppress(OSError):
                 os.rmdir(folder)
-                return None
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                problem = e.strerror
-                time.sleep(0.02)  # the last process may still be leaving it
-        return f"could not remove the cgroup {folder}: {problem}"
 
 
 _cgroups = _MemoryCgroups()
+atexit.register(_cgroups.remove_pending)
 
 
 class _StartError(Exception):
@@ -995,9 +1011,7 @@ class _Run:
             self.cleanup_problem = remove_folder(self.workdir)
         if self.cgroup is not None:
             self.oom_kills = _cgroups.oom_kills(self.cgroup)
-            problem = _cgroups.remove(self.cgroup)
-            if problem:
-                self.cleanup_problem = "; ".join(p for p in (self.cleanup_problem, problem) if p)
+            _cgroups.remove(self.cgroup)
         self._release()
 
     def _release(self) -> None:
