@@ -53,6 +53,7 @@ import contextlib
 import fcntl
 import json
 import os
+import queue
 import signal
 import socket
 import stat
@@ -63,12 +64,14 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import chz
@@ -88,6 +91,8 @@ __all__ = [
     "remove_folder",
     "sandbox_for",
 ]
+
+_T = TypeVar("_T")
 
 _CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
 _SPAWNER_SCRIPT = str(Path(__file__).with_name("_sandbox_spawner.py"))
@@ -858,6 +863,69 @@ _spawner = _Spawner()
 os.register_at_fork(after_in_child=_spawner._after_fork)
 
 
+class _Workers:
+    """The sandbox's own worker threads, started once and off the event loop.
+
+    ``anyio.to_thread`` starts a new thread from the event loop's thread when none is idle, and
+    ``Thread.start`` waits there until the new thread runs: on a loaded machine a burst of runs
+    stalled the loop that way too. These threads are started by the first call, from an anyio
+    worker thread; every later call only queues a job and awaits its end.
+    """
+
+    def __init__(self, count: int = 16) -> None:
+        self.count = count
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def _start(self) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < self.count:
+                thread = threading.Thread(target=self._serve, daemon=True, name="turngym-sandbox-worker")
+                thread.start()
+                self._threads.append(thread)
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+
+    async def run(self, func: Callable[..., _T], *args: Any) -> _T:
+        """``func(*args)`` in a worker thread; like ``anyio.to_thread.run_sync``, a cancelled
+        caller still waits for it to end."""
+        if len(self._threads) < self.count:  # the first call (or after a fork): start them
+            return await anyio.to_thread.run_sync(lambda: (self._start(), func(*args))[1])
+        token = anyio.lowlevel.current_token()
+        done = anyio.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def job() -> None:
+            try:
+                outcome.append((True, func(*args)))
+            except BaseException as e:  # handed to the caller
+                outcome.append((False, e))
+            with contextlib.suppress(RuntimeError):  # the caller's loop ended
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        self._jobs.put(job)
+        with anyio.CancelScope(shield=True):
+            await done.wait()
+        await anyio.lowlevel.checkpoint()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs = queue.SimpleQueue()
+        self._threads = []
+
+
+_workers = _Workers()
+os.register_at_fork(after_in_child=_workers._after_fork)
+
+
 class _Process:
     """A run's process as seen through its channel to the spawner: started, ended, killed."""
 
@@ -942,7 +1010,7 @@ class _Run:
     async def execute(self) -> RunResult:
         t0 = time.perf_counter()
         try:
-            channel, out_fd, status_fd = await anyio.to_thread.run_sync(self._start)
+            channel, out_fd, status_fd = await _workers.run(self._start)
         except _StartError as e:
             return RunResult(RunStatus.SANDBOX_ERROR, "", str(e))
         proc = _Process(channel)
@@ -964,7 +1032,7 @@ class _Run:
                     proc.kill()
                     await proc.wait()
                     await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
-                reports = await anyio.to_thread.run_sync(self._finish, out_fd, status_fd)
+                reports = await _workers.run(self._finish, out_fd, status_fd)
                 proc.release()
         if start_error is not None:
             return RunResult(RunStatus.SANDBOX_ERROR, "", start_error)
