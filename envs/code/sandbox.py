@@ -41,7 +41,8 @@ This process never forks or execs for a run: one spawner process (``_sandbox_spa
 started once, on the first run) starts every run's process, so that no thread here holds the GIL
 while a child waits to exec (which stalled the event loop on a loaded machine). The event loop
 never waits on a process nor on the file system: the user id, the working folder, the request to
-the spawner, the status and the clean-up run in worker threads; the output is read with
+the spawner, the status and the clean-up run in the sandbox's own worker threads (started once,
+off the loop); the output is read with
 ``anyio.wait_readable`` on a non-blocking pipe, and the spawner's answers (the process id, its
 end) on a socket of the run's own.
 """
