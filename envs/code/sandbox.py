@@ -163,7 +163,9 @@ _LIMITATIONS: dict[Isolation, str] = {
     Isolation.NAMESPACES: "shares the host kernel (a kernel bug is an escape); needs root",
     Isolation.USERNS: (
         "shares the host kernel, and unprivileged user namespaces widen the kernel surface it reaches "
-        "(a kernel bug is an escape); runs as the caller's user id as seen from outside"
+        "(a kernel bug is an escape); runs as the caller's user id as seen from outside; without "
+        "root no memory cgroup, so kernel objects it makes within its descriptors (socket buffers, "
+        "file locks, timers) are not bounded by the sandbox"
     ),
     Isolation.LANDLOCK: (
         "runs as the caller's user id in the host's namespaces: it can stat any path whose folders "
@@ -172,7 +174,8 @@ _LIMITATIONS: dict[Isolation, str] = {
         "working folder is on the host's disk, its size (disk_mb, inodes) measured by the supervisor "
         "every 0.1 s, so a fast writer may overshoot by what it writes in that time before it is "
         "killed; it may not chmod or utime even its own files, nor make a folder without u+rwx; "
-        "shares the host kernel"
+        "without root no memory cgroup, so kernel objects it makes within its descriptors (socket "
+        "buffers, file locks, timers) are not bounded by the sandbox; shares the host kernel"
     ),
     Isolation.RLIMITS: "not a security boundary: the code can read, write and reach what the caller can",
 }
