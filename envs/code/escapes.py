@@ -317,6 +317,18 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         modes=_STRONG,
     ),
     EscapeAttempt(
+        "unix_datagram_sendmmsg",
+        _LIBC
+        + "import struct\nfds = (ctypes.c_int * 2)()\nassert libc.socketpair(1, 2, 0, fds) == 0, ctypes.get_errno()\n"
+        "path = {unix_path!r}.encode()\naddr = ctypes.create_string_buffer((1).to_bytes(2, 'little') + path, 110)\n"
+        "data = ctypes.create_string_buffer(b'hello')\niov = struct.pack('QQ', ctypes.addressof(data), 5)\n"
+        "iov_buf = ctypes.create_string_buffer(iov, 16)\n"
+        "hdr = struct.pack('QIxxxxQQQQixxxxIxxxx', ctypes.addressof(addr), 110, ctypes.addressof(iov_buf), 1, 0, 0, 0, 0)\n"
+        "msgs = ctypes.create_string_buffer(hdr, len(hdr))\n"
+        "assert libc.sendmmsg(fds[0], msgs, 1, 0) == 1, ctypes.get_errno()\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
         "unix_datagram_connect",
         "import socket\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
         "a.connect({unix_path!r})\na.send(b'hello')\nprint('ESCAPED')",
