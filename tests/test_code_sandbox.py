@@ -186,7 +186,7 @@ def test_the_audit_hook_can_be_switched_off_from_inside(tmp_path: Path) -> None:
         if a.name.startswith("audit_hook_")
     ]
     assert len(chosen) == 3
-    sandbox = _sandbox(tmp_path, isolation="rlimits", seccomp=False, limits=SandboxLimits(timeout_s=5.0))
+    sandbox = _sandbox(tmp_path, isolation="rlimits", seccomp=False, limits=SandboxLimits(timeout_s=10.0))
     outcomes = anyio.run(lambda: run_escape_attempts(sandbox, chosen, concurrency=1))
     assert {o.name: "printed ESCAPED" in o.evidence for o in outcomes} == dict.fromkeys(
         (a.name for a in chosen), True
@@ -198,7 +198,7 @@ def test_the_audit_hook_can_be_switched_off_from_inside(tmp_path: Path) -> None:
 def test_a_signal_the_code_sends_itself_does_not_choose_its_status(mode: Isolation, tmp_path: Path) -> None:
     """``SIGXCPU`` without the CPU time is no timeout, and ``SIGSYS`` cannot be sent at all (only
     the filter's own kill reads as a sandbox stop)."""
-    sandbox = _sandbox(tmp_path, isolation=mode, audit_hook=False)
+    sandbox = _sandbox(tmp_path, isolation=mode, audit_hook=False, limits=SandboxLimits(timeout_s=10.0))
     xcpu = _run(sandbox, "import signal\nsignal.raise_signal(signal.SIGXCPU)\nraise SystemExit(1)")
     assert xcpu.status in (RunStatus.KILLED, RunStatus.ERROR), xcpu  # ERROR: PID 1 ignores it
     sys_ = _run(sandbox, "import signal\nsignal.raise_signal(signal.SIGSYS)\nraise SystemExit(1)")
@@ -209,7 +209,7 @@ def test_the_trainer_never_forks_for_a_run(tmp_path: Path, monkeypatch: pytest.M
     """Every run's process is started by the spawner process (started once): creating a process
     here would hold this process's GIL, and so its event loop, while the child waits for a CPU.
     A spawner that died is started again for the next run."""
-    sandbox = _sandbox(tmp_path)
+    sandbox = _sandbox(tmp_path, limits=SandboxLimits(timeout_s=10.0))
     assert _run(sandbox, "print(1)").output == "1\n"  # the spawner is up
     spawner = sandbox_module._spawner.started_pid()
     assert spawner != os.getpid()
