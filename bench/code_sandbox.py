@@ -1,7 +1,7 @@
 """Bench: the code sandbox's escape table per mode, event-loop lag at 64 concurrent runs, a run's
 host memory, and run latency against a bare subprocess.
 
-    .venv/bin/python bench/code_sandbox.py [--runs 40] [--concurrency 2] [--timeout 3] [--burst 64]
+    .venv/bin/python bench/code_sandbox.py [--runs 40] [--concurrency 2] [--timeout 3] [--burst 64] [--rounds 2]
 
 1. Escapes: every attempt of ``envs.code.escapes`` (files, the harness's loopback ports, processes
    outside the run and the harness's own limits and scheduling, metadata of outside files,
@@ -16,14 +16,18 @@ host memory, and run latency against a bare subprocess.
    as one failed tool call (goal 0).
 2. Event-loop lag: a task sleeps 1 ms in a loop and records how late it wakes; late wake-ups
    minus the loop thread's run-queue wait (``/proc/thread-self/schedstat``: the machine's load,
-   not the loop) are the loop being *blocked*. Measured during the escapes, during ``--burst``
-   (64) concurrent runs of a mix of programs (a sum, a 1-byte-at-a-time writer, an error, a
-   timeout), and during the latency bursts. Goals at 64 concurrent runs: blocked p99 <= 10 ms,
-   no single blocked stall over 50 ms.
+   not the loop) are the loop being *blocked*. Measured during the escapes, during the latency
+   bursts, and during ``--burst`` (64) concurrent runs of a mix of programs (a sum, a
+   1-byte-at-a-time writer, an error, a timeout) in every mode, before/after side by side
+   (``--rounds`` interleaved pairs): ``in-trainer`` starts each run's process from a thread of
+   this process (the design before the spawner, whose GIL is held while each child waits to
+   exec), ``spawner`` through the spawner process (the default). Goals at 64 concurrent runs
+   (spawner side): blocked p99 <= 10 ms, no single blocked stall over 50 ms.
 3. Memory: one run of the default mode that tries every way to hold memory (its processes'
    address space, memory-backed files, System V and POSIX shared memory, its folder); the
    host's used memory is sampled every 10 ms (``MemAvailable``) against the stated bound
-   ``max_processes * memory_mb + disk_mb``.
+   ``max_processes * memory_mb + disk_mb`` (``landlock``: ``memory_mb``, plus ``disk_mb`` where its
+   folder is on a memory file system).
 4. Latency: ``--runs`` short programs through the sandbox and through the peer at its best,
    ``anyio.run_process([python, -I, -S, -c, code])`` at the same concurrency (no isolation at all:
    the floor any process-per-call sandbox pays). The sandbox runs twice: as configured by default
@@ -55,6 +59,7 @@ from tinker_cookbook.renderers import Renderer, ToolCall
 
 from backend.model import SMOLLM2, register_tokenizers
 from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
+from envs.code import sandbox as sandbox_module
 from envs.code.escapes import EscapeOutcome, run_escape_attempts
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
 from envs.code.unprivileged import run_as_user
@@ -237,9 +242,9 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSa
     return escapes, sampler
 
 
-def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int) -> None:
+def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1) -> None:
     """Run as a user without root (see :func:`nonroot_section`): the escape table of ``userns`` and
-    ``landlock`` (hook on and off) and the 64-run burst in ``userns``; a JSON line last."""
+    ``landlock`` (hook on and off), the 64-run bursts (before/after) in each; a JSON line last."""
 
     async def main() -> dict[str, object]:
         escapes = 0
@@ -255,20 +260,22 @@ def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int) -> None:
                 t0 = time.perf_counter()
                 outcomes = await run_escape_attempts(Sandbox(config), concurrency=concurrency)
                 escapes += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (as nobody)")
-        lag = await burst_lag(burst_runs, Isolation.USERNS if Isolation.USERNS in modes else Isolation.AUTO)
+        lag = await burst_ab(burst_runs, modes, rounds)
         memory = [await memory_section(mode) for mode in modes]
         return {"escapes": escapes, "modes": [str(m) for m in modes], "lag": lag, "memory": memory}
 
     print(json.dumps(anyio.run(main)), flush=True)
 
 
-def nonroot_section(timeout_s: float, concurrency: int, burst_runs: int) -> dict[str, Any] | None:
+def nonroot_section(
+    timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1
+) -> dict[str, Any] | None:
     """As root: run :func:`nonroot_main` as user ``nobody`` and echo its lines; its JSON result."""
     if os.geteuid() != 0:
         return None
     code = (
         "from bench.code_sandbox import nonroot_main\n"
-        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r})\n"
+        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r}, {rounds!r})\n"
     )
     done = run_as_user(code, timeout=1800)
     lines = done.stdout.strip().splitlines()
@@ -276,7 +283,7 @@ def nonroot_section(timeout_s: float, concurrency: int, burst_runs: int) -> dict
         print(line, flush=True)
     if done.returncode != 0 or not lines:
         print(f"escapes as nobody: the run failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
-        return {"escapes": 1, "modes": [], "lag": None}
+        return {"escapes": 1, "modes": [], "lag": []}
     return json.loads(lines[-1])
 
 
@@ -289,14 +296,30 @@ BURST_PROGRAMS = (
 """What the 64 concurrent runs do: a sum, one byte at a time, an error, a timeout."""
 
 
-async def burst_lag(runs: int, isolation: Isolation) -> dict[str, float | str]:
-    """``runs`` runs at once (``concurrency=runs``) of :data:`BURST_PROGRAMS` in turn; the event
-    loop's lateness and blocked time (p99 and worst, ms) while they go."""
+SPAWNERS = ("in-trainer", "spawner")
+"""How runs are started: ``in-trainer`` (process creation from a thread of this process, the design
+before the spawner: the *before* side) and ``spawner`` (the default: a process of its own)."""
+
+
+async def burst_lag(runs: int, isolation: Isolation, spawner: str = "spawner") -> dict[str, float | str]:
+    """``runs`` runs at once (``concurrency=runs``) of :data:`BURST_PROGRAMS` in turn, their
+    processes started as ``spawner`` says (:data:`SPAWNERS`); the event loop's lateness and
+    blocked time (p99 and worst, ms) while they go."""
+    saved = sandbox_module._spawner
+    if spawner == "in-trainer":
+        sandbox_module._spawner = sandbox_module._Spawner(in_thread=True)
+    try:
+        return await _burst_lag(runs, isolation, spawner)
+    finally:
+        sandbox_module._spawner = saved
+
+
+async def _burst_lag(runs: int, isolation: Isolation, spawner: str) -> dict[str, float | str]:
     sandbox = Sandbox(
         SandboxConfig(limits=SandboxLimits(timeout_s=3.0), isolation=isolation, concurrency=runs)
     )
     mode = await sandbox.isolation()
-    await sandbox.run("pass")  # the probe and the page cache: set-up
+    await sandbox.run("pass")  # the probe, the spawner and the page cache: set-up
     sampler = LagSampler()
     statuses: Counter[str] = Counter()
 
@@ -312,19 +335,31 @@ async def burst_lag(runs: int, isolation: Isolation) -> dict[str, float | str]:
     await while_sampling(sampler, work)
     out: dict[str, float | str] = {
         "mode": str(mode),
+        "spawner": spawner,
         "seconds": time.perf_counter() - t0,
         "lag_p99_ms": sampler.p99(),
         "lag_max_ms": max(sampler.lags, default=0.0),
         "blocked_p99_ms": sampler.blocked_p99(),
         "blocked_max_ms": max(sampler.blocked, default=0.0),
         "statuses": json.dumps(dict(statuses)),
+        "load": os.getloadavg()[0],
     }
     print(
-        f"burst[{mode}, {runs} at once]: {out['seconds']:.1f}s statuses={dict(statuses)}; event loop ms: "
+        f"burst[{mode}, {runs} at once, {spawner}]: {out['seconds']:.1f}s statuses={dict(statuses)}; event loop ms: "
         f"lag p99 {out['lag_p99_ms']:.2f} max {out['lag_max_ms']:.1f}, blocked p99 {out['blocked_p99_ms']:.2f} "
-        f"max {out['blocked_max_ms']:.1f}",
+        f"max {out['blocked_max_ms']:.1f} (load {out['load']:.1f})",
         flush=True,
     )
+    return out
+
+
+async def burst_ab(runs: int, modes: Sequence[Isolation], rounds: int) -> list[dict[str, float | str]]:
+    """Before/after, interleaved: for each mode, ``rounds`` x (in-trainer, spawner) bursts."""
+    out = []
+    for mode in modes:
+        for _ in range(rounds):
+            for spawner in SPAWNERS:
+                out.append(await burst_lag(runs, mode, spawner))
     return out
 
 
@@ -380,11 +415,22 @@ def _shmem_mb() -> float:
     return float("nan")
 
 
+def _on_memory_fs(path: str) -> bool:
+    """Whether ``path`` is on a tmpfs (its files are memory)."""
+    best, kind = "", ""
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[1]
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fields[2]
+    return kind in ("tmpfs", "ramfs")
+
+
 def _code_rss_mb(needle: bytes) -> float:
-    """Resident memory of the code's processes: those with ``needle`` in their command line,
-    but for the supervisor (whose parent is this process)."""
+    """Resident memory of the run's processes: those with ``needle`` (its folder) in their command
+    line, its supervisor included (conservative: the memory cgroup counts it too)."""
     total = 0
-    me = str(os.getpid()).encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -394,8 +440,6 @@ def _code_rss_mb(needle: bytes) -> float:
                     continue
             with open(f"/proc/{name}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f if b":" in line)
-            if fields.get(b"PPid", b"").strip() == me:
-                continue
             total += int(fields.get(b"VmRSS", b"0 kB").split()[0])
         except (OSError, ValueError):
             continue
@@ -438,8 +482,8 @@ async def memory_section(isolation: Isolation = Isolation.AUTO) -> tuple[float, 
         thread.join()
         os.rmdir(folder)
     bound = limits.max_processes * limits.memory_mb + limits.disk_mb
-    if mode is Isolation.LANDLOCK:  # one process; its folder is on the host's disk, not in memory
-        bound = limits.memory_mb
+    if mode is Isolation.LANDLOCK:  # one process; its folder is memory only on a memory file system
+        bound = limits.memory_mb + (limits.disk_mb if _on_memory_fs(folder) else 0)
     peak, host_drop = max(accounted, default=0.0), max(available, default=0.0)
     print(
         f"memory[{mode}]: a run holding all it can peaked at {peak:.0f} MB (its processes' resident "
@@ -483,12 +527,14 @@ async def main_async(args: argparse.Namespace) -> None:
     )
 
     escapes, escape_lag = await escape_section(args.timeout, args.concurrency)
-    nonroot = await anyio.to_thread.run_sync(nonroot_section, args.timeout, args.concurrency, args.burst)
+    nonroot = await anyio.to_thread.run_sync(
+        nonroot_section, args.timeout, args.concurrency, args.burst, args.rounds
+    )
     if nonroot is not None:
         escapes += int(nonroot["escapes"])
-    bursts = [await burst_lag(args.burst, Isolation.AUTO)]
-    if nonroot is not None and nonroot.get("lag"):
-        bursts.append(nonroot["lag"])
+    root_modes = await strong_modes()
+    bursts = await burst_ab(args.burst, root_modes[:1], args.rounds)
+    bursts += list((nonroot or {}).get("lag") or [])
     memory = [await memory_section()] + [tuple(m) for m in (nonroot or {}).get("memory", [])]
 
     # the default sandbox (its runs niced +10 below this process, autogroup included) and one at
@@ -538,12 +584,31 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"event_loop_lag_p99_ms={max(s.p99() for s in ours):.2f}")
     print(f"event_loop_blocked_p99_ms={max(s.blocked_p99() for s in ours):.2f}")
     print(f"escapes={escapes} (goal 0; every mode, audit hook on and off)")
-    blocked_p99 = max(float(b["blocked_p99_ms"]) for b in bursts)
-    blocked_max = max(float(b["blocked_max_ms"]) for b in bursts)
+    for spawner in SPAWNERS:
+        side = [b for b in bursts if b["spawner"] == spawner]
+        if not side:
+            continue
+        per_mode = {
+            str(m): (
+                max(float(b["blocked_p99_ms"]) for b in side if b["mode"] == m),
+                max(float(b["blocked_max_ms"]) for b in side if b["mode"] == m),
+            )
+            for m in dict.fromkeys(b["mode"] for b in side)
+        }
+        print(
+            f"{spawner}: event loop blocked at {args.burst} runs, per mode (p99 / worst ms, over "
+            f"{args.rounds} round(s)): "
+            + ", ".join(f"{m} {p:.2f} / {w:.1f}" for m, (p, w) in per_mode.items()),
+            flush=True,
+        )
+    after = [b for b in bursts if b["spawner"] == "spawner"] or bursts
+    blocked_p99 = max(float(b["blocked_p99_ms"]) for b in after)
+    blocked_max = max(float(b["blocked_max_ms"]) for b in after)
     print(
-        f"event_loop_{args.burst}_runs_blocked_p99_ms={blocked_p99:.2f} (goal <= 10; modes {[b['mode'] for b in bursts]})"
+        f"event_loop_{args.burst}_runs_blocked_p99_ms={blocked_p99:.2f} (goal <= 10; spawner; "
+        f"modes {sorted({str(b['mode']) for b in after})})"
     )
-    print(f"event_loop_{args.burst}_runs_blocked_max_ms={blocked_max:.1f} (goal <= 50)")
+    print(f"event_loop_{args.burst}_runs_blocked_max_ms={blocked_max:.1f} (goal <= 50; spawner)")
     over = [f"{m[3]} {m[0]:.0f}/{m[2]:.0f}" for m in memory if m[0] > m[2]]
     print(
         "run_host_memory_mb="
@@ -561,6 +626,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="runs at once")
     parser.add_argument("--timeout", type=float, default=3.0, help="time limit of the escape runs, s")
     parser.add_argument("--burst", type=int, default=64, help="runs at once for the event-loop lag figures")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="before/after burst pairs per mode (interleaved)"
+    )
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     anyio.run(main_async, args)

@@ -39,7 +39,10 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "local_trainer": (["--quick"], "ratio_tokens_computed_vs_flat"),
     "compute_thread": (["--quick"], "ratio_train_two_vs_one_pool"),
     # no --quick (bench/code_sandbox.py is the sandbox's): few runs, short escape time limit
-    "code_sandbox": (["--runs", "4", "--timeout", "1"], "sandbox_vs_bare_subprocess_latency_ratio"),
+    "code_sandbox": (
+        ["--runs", "4", "--timeout", "1", "--rounds", "1"],
+        "sandbox_vs_bare_subprocess_latency_ratio",
+    ),
     "twenty_questions_learning": (["--quick"], "win_rate_warm_start"),
     "compaction_training": (["--quick"], "ratio_trained_tokens_compact_vs_strip"),
     "cookbook_offline": (["--quick"], "cookbook_rl_steps"),

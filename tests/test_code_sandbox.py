@@ -3,23 +3,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import json
 import os
 import pickle
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
 import anyio
 import pytest
 
+from envs.code import sandbox as sandbox_module
 from envs.code.escapes import ESCAPE_ATTEMPTS, leftover_processes, run_escape_attempts
 from envs.code.sandbox import (
     Isolation,
@@ -169,6 +173,93 @@ def test_the_audit_hook_stops_the_run_with_a_reason(tmp_path: Path) -> None:
     assert _run(sandbox, "import ctypes").status is RunStatus.VIOLATION
     caught = _run(sandbox, "try:\n    open('/etc/hostname')\nexcept BaseException:\n    print('caught')")
     assert caught.status is RunStatus.VIOLATION and "caught" not in caught.output  # cannot be caught
+
+
+def test_the_audit_hook_can_be_switched_off_from_inside(tmp_path: Path) -> None:
+    """The hook is an extra line, not a boundary: with nothing else standing (``rlimits``, no
+    seccomp) code switches it off (a subinterpreter, a path relative to a directory descriptor,
+    its own state) and reads what it blocks. So every suite attacks each mode with it off, and the
+    run's status never depends on it."""
+    chosen = [
+        dataclasses.replace(a, modes=(Isolation.RLIMITS,), must_fail=False)
+        for a in ESCAPE_ATTEMPTS
+        if a.name.startswith("audit_hook_")
+    ]
+    assert len(chosen) == 3
+    sandbox = _sandbox(tmp_path, isolation="rlimits", seccomp=False, limits=SandboxLimits(timeout_s=10.0))
+    outcomes = anyio.run(lambda: run_escape_attempts(sandbox, chosen, concurrency=1))
+    assert {o.name: "printed ESCAPED" in o.evidence for o in outcomes} == dict.fromkeys(
+        (a.name for a in chosen), True
+    ), [(o.name, o.result.output) for o in outcomes]
+    assert _run(sandbox, "open('/etc/passwd')").status is RunStatus.VIOLATION  # the hook is on
+
+
+@pytest.mark.parametrize("mode", STRONG)
+def test_a_signal_the_code_sends_itself_does_not_choose_its_status(mode: Isolation, tmp_path: Path) -> None:
+    """``SIGXCPU`` without the CPU time is no timeout, and ``SIGSYS`` cannot be sent at all (only
+    the filter's own kill reads as a sandbox stop)."""
+    sandbox = _sandbox(tmp_path, isolation=mode, audit_hook=False, limits=SandboxLimits(timeout_s=10.0))
+    xcpu = _run(sandbox, "import signal\nsignal.raise_signal(signal.SIGXCPU)\nraise SystemExit(1)")
+    assert xcpu.status in (RunStatus.KILLED, RunStatus.ERROR), xcpu  # ERROR: PID 1 ignores it
+    sys_ = _run(sandbox, "import signal\nsignal.raise_signal(signal.SIGSYS)\nraise SystemExit(1)")
+    assert sys_.status is RunStatus.ERROR, sys_
+
+
+def test_the_trainer_never_forks_for_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run's process is started by the spawner process (started once): creating a process
+    here would hold this process's GIL, and so its event loop, while the child waits for a CPU.
+    A spawner that died is started again for the next run."""
+    sandbox = _sandbox(tmp_path, limits=SandboxLimits(timeout_s=10.0))
+    assert _run(sandbox, "print(1)").output == "1\n"  # the spawner is up
+    spawner = sandbox_module._spawner.started_pid()
+    assert spawner != os.getpid()
+    forks: list[str] = []
+    for name in ("fork", "posix_spawn", "execv", "execve"):
+        monkeypatch.setattr(os, name, lambda *a, _name=name, **k: forks.append(_name))
+
+    async def many() -> list[str]:
+        outputs: list[str] = []
+
+        async def one(i: int) -> None:
+            outputs.append((await sandbox.run(f"print({i})")).output)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(one, i)
+        return outputs
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: forks.append("Popen") or real_popen(*a, **k))
+    assert sorted(anyio.run(many)) == [f"{i}\n" for i in range(6)]
+    assert forks == []
+    monkeypatch.undo()
+    os.kill(spawner, signal.SIGKILL)
+    while sandbox_module._spawner._alive():  # (a request sent as it dies would be lost with it)
+        time.sleep(0.01)
+    again = _run(sandbox, "print(2)")
+    assert (again.status, again.output) == (RunStatus.OK, "2\n")
+    assert sandbox_module._spawner.started_pid() not in (spawner, os.getpid())
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(sandbox_module._cgroups.base() is None, reason="no memory cgroup can be made here")
+def test_a_run_killed_at_its_memory_cgroup_bound_ends_as_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a memory cgroup can be made (root), each run gets one limited to its stated bound,
+    and a process the kernel kills there ends the run as ``MEMORY``; the cgroup goes with the
+    run. (The address-space limits keep ordinary code below the bound: the test lowers it.)"""
+    limit = sandbox_module._MemoryCgroups._limit
+    monkeypatch.setattr(
+        sandbox_module._MemoryCgroups, "_limit", staticmethod(lambda f, v, _n: limit(f, v, 40 << 20))
+    )
+    sandbox = _sandbox(tmp_path, limits=SandboxLimits(timeout_s=20.0, memory_mb=256), nice=0)
+    hog = _run(sandbox, "blocks = []\nwhile True:\n    blocks.append(bytearray(4 << 20))")
+    assert (hog.status, hog.detail) == (RunStatus.MEMORY, "memory limit of 1056 MB exceeded (killed)"), hog
+    assert sandbox.stats.memory == 1
+    assert _run(sandbox, "print(1)").status is RunStatus.OK
+    base = sandbox_module._cgroups.base()
+    assert base is not None and not [n for n in os.listdir(base[0]) if n.startswith("turngym-")]
 
 
 def test_a_cancelled_run_is_killed_and_cleaned_up(tmp_path: Path) -> None:
@@ -419,6 +510,22 @@ def test_the_judges_see_each_escape_where_nothing_stops_it() -> None:
         "memfd_memory",
         "discover_by_listing_proc",
         "ioprio_harness",
+        "prlimit_harness_cpu",
+        "prlimit_spawner",
+        "setpriority_spawner",
+        "chmod_outside_dir_fd",
+        "chown_outside",
+        "getxattr_outside",
+        "unix_datagram_sendmsg",
+        "unix_datagram_sendmmsg",
+        "unix_datagram_connect",
+        "sysv_msg_left_behind",
+        "sysv_sem_left_behind",
+        "discover_by_kill_probe",
+        "discover_by_sched_probe",
+        "audit_hook_state",
+        "pipe_buffer_memory",
+        "sigio_owner_harness",
     ]
     if len(os.sched_getaffinity(0)) > 1:
         names.append("affinity_harness")

@@ -40,12 +40,15 @@ Modes (chosen by the parent, see ``Isolation``):
 The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: sockets other than
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
-memory-backed files and System V IPC; it kills the process (``SIGSYS``) on the tripwire call
-:data:`TRIPWIRE_NR`. In ``landlock`` mode also: new processes (fork, vfork, clone without
-``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``; signals and ``prlimit64``, ``sched_*``,
-``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid`` unless aimed at the runner itself (and no
-``SIGSYS``); metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket
-call but a unix ``socketpair`` and ``sendto`` without an address.
+memory-backed files, System V IPC and growing a pipe's buffer (``F_SETPIPE_SZ``); it kills the
+process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new
+processes (fork, vfork, clone without ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``;
+signals and ``prlimit64``, ``sched_*``, ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid``
+unless aimed at the runner itself (and no ``SIGSYS``); an fd's owner (``F_SETOWN``,
+``F_SETOWN_EX``, ``F_SETSIG``, ``FIOSETOWN``, ``SIOCSPGRP``: I/O signals to another process);
+metadata changes (``chmod``, ``chown``, ``utime`` and ``xattr`` families); every socket call but a
+unix ``socketpair`` and ``sendto`` without an address. In the namespace modes: ``SIGSYS`` sent by
+any call (only the filter's own kill reads as a sandbox stop).
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
+F_SETPIPE_SZ, F_SETOWN, F_SETSIG, F_SETOWN_EX = 1031, 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 AF_UNIX = 1
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
@@ -233,6 +238,8 @@ _NR: dict[str, tuple[int, int]] = {
     "llistxattr": (195, 12),
     "getxattrat": (464, 464),
     "listxattrat": (465, 465),
+    "fcntl": (72, 25),
+    "ioctl": (16, 29),
     "mkdir": (83, -1),
     "mkdirat": (258, 34),
     "inotify_add_watch": (254, 27),
@@ -394,6 +401,12 @@ def main() -> None:
     os.umask(0o022)
     mode = cfg["mode"]
     try:
+        if cfg.get("cgroup"):  # the run's memory cgroup: this process and every one it starts
+            with contextlib.suppress(OSError):  # not joined: the limits hold as without one
+                with open(os.path.join(cfg["cgroup"], "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("-1000")  # at the bound the kernel kills a process of the code, not this one
         if mode == "namespaces":
             _, libc = _libc()
             flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
@@ -519,6 +532,9 @@ def _folder_over(folder: str, max_bytes: int, max_entries: int) -> bool:
 # --- the runner ----------------------------------------------------------------------------------
 def _runner(cfg: dict, code: bytes, alive_r: int) -> None:
     try:
+        if cfg.get("cgroup"):
+            with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+                f.write("0")  # the supervisor's -1000 is not the code's
         workdir, tripwire = _confine(cfg, alive_r)
     except BaseException as e:
         _status({"setup_error": f"{type(e).__name__}: {e}"})
@@ -859,6 +875,12 @@ def _seccomp(mode: str) -> None:
         bpf.ret(deny_errno)
 
     rule("clone", clone)
+    # pipes keep their default size: their buffers are kernel memory outside the address space;
+    # landlock mode: no I/O signals to another process (an fd's owner), whatever Landlock scopes
+    fcntl_denied = (F_SETPIPE_SZ, F_SETOWN, F_SETSIG, F_SETOWN_EX) if single else (F_SETPIPE_SZ,)
+    rule("fcntl", lambda: chain((1, fcntl_denied, False)))
+    if single:
+        rule("ioctl", lambda: chain((1, (FIOSETOWN, SIOCSPGRP), False)))
     for name in _DENY_ALWAYS:
         rule(name, returns(deny_errno))
     if single:
@@ -883,6 +905,16 @@ def _seccomp(mode: str) -> None:
         rule("rt_tgsigqueueinfo", lambda: chain((0, (me,), True), (2, (signal.SIGSYS,), False)))
     else:
         rule("socket", lambda: chain((0, (AF_UNIX,), True)))
+        # no SIGSYS by any process of the run to any other: only the filter's own kill reads as a
+        # sandbox stop (the runner, PID 1 of its namespace, ignores it anyway)
+        for name, sig_arg in (
+            ("kill", 1),
+            ("tkill", 1),
+            ("tgkill", 2),
+            ("rt_sigqueueinfo", 1),
+            ("rt_tgsigqueueinfo", 2),
+        ):
+            rule(name, lambda i=sig_arg: chain((i, (signal.SIGSYS,), False)))
     bpf.ret(SECCOMP_RET_ALLOW)
     raw = bpf.assemble()
     ctypes, libc = _libc()

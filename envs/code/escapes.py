@@ -43,6 +43,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Listener, SocketAttribute, SocketStream, UDPSocket
 
+from envs.code import sandbox as sandbox_module
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox
 
 __all__ = [
@@ -80,6 +81,8 @@ class EscapeAttempt:
     """Modes known not to stop it (their documented limitations): run too, reported apart."""
     status: RunStatus | None = None
     """The status the run must end with (forged statuses: the code's exit must not choose it)."""
+    forbidden: tuple[RunStatus, ...] = ()
+    """Statuses the run must not end with (the code tries to choose one of them)."""
 
 
 _STRONG = (Isolation.NAMESPACES, Isolation.USERNS, Isolation.LANDLOCK)
@@ -168,6 +171,35 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         modes=_STRONG,
     ),
     EscapeAttempt(
+        "prlimit_harness_cpu",  # a soft limit far away: seen, harmless if it gets through
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_CPU)\n"
+        "resource.prlimit({pid}, resource.RLIMIT_CPU, (100000, hard))\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "prlimit_spawner",
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.prlimit({spawner_pid}, resource.RLIMIT_NOFILE, (64, hard))\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "setpriority_spawner",
+        "import os\nos.setpriority(os.PRIO_PROCESS, {spawner_pid}, 19)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "setpriority_supervisor",
+        "import os\nppid = os.getppid()\nassert ppid > 1, 'no supervisor in sight'\n"
+        "os.setpriority(os.PRIO_PROCESS, ppid, 19)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "affinity_supervisor",
+        "import os\nppid = os.getppid()\nassert ppid > 1, 'no supervisor in sight'\n"
+        "os.sched_setaffinity(ppid, {{min(os.sched_getaffinity(0))}})\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
         "prlimit_supervisor_cpu",
         "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_CPU, (0, 0))",
         must_fail=False,
@@ -197,6 +229,11 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         "setpriority_group", "import os\nos.setpriority(os.PRIO_PGRP, 0, 19)", must_fail=False, modes=_STRONG
     ),
     EscapeAttempt(
+        "sigio_owner_harness",  # the kernel would signal the owner when the pipe gets data
+        "import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, {pid})\nprint('ESCAPED')",
+        modes=(Isolation.LANDLOCK,),  # elsewhere the harness's pid names no process of the run's
+    ),
+    EscapeAttempt(
         "affinity_harness",
         "import os\nos.sched_setaffinity({pid}, {{min(os.sched_getaffinity(0))}})\nprint('ESCAPED')",
         modes=_STRONG,
@@ -220,6 +257,23 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
     EscapeAttempt(
         "setxattr_outside",
         "import os\nos.setxattr({secret!r}, 'user.turngym', b'x')\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "chmod_outside_dir_fd",
+        "import os\nfd = os.open(os.path.dirname({secret!r}), os.O_PATH)\n"
+        "os.chmod(os.path.basename({secret!r}), 0o777, dir_fd=fd)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "chown_outside",
+        "import os\nos.chown({secret!r}, os.getuid(), os.getgid())\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "getxattr_outside",
+        "import os\nprint('xattr', os.getxattr({secret!r}, 'user.turngym').decode())",
+        must_fail=False,
         modes=_STRONG,
     ),
     EscapeAttempt(
@@ -257,6 +311,42 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         modes=_STRONG,
     ),
     EscapeAttempt(
+        "unix_datagram_sendmsg",
+        "import socket\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "a.sendmsg([b'hello'], [], 0, {unix_path!r})\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "unix_datagram_sendmmsg",
+        _LIBC
+        + "import struct\nfds = (ctypes.c_int * 2)()\nassert libc.socketpair(1, 2, 0, fds) == 0, ctypes.get_errno()\n"
+        "path = {unix_path!r}.encode()\naddr = ctypes.create_string_buffer((1).to_bytes(2, 'little') + path, 110)\n"
+        "data = ctypes.create_string_buffer(b'hello')\niov = struct.pack('QQ', ctypes.addressof(data), 5)\n"
+        "iov_buf = ctypes.create_string_buffer(iov, 16)\n"
+        "hdr = struct.pack('QIxxxxQQQQixxxxIxxxx', ctypes.addressof(addr), 110, ctypes.addressof(iov_buf), 1, 0, 0, 0, 0)\n"
+        "msgs = ctypes.create_string_buffer(hdr, len(hdr))\n"
+        "assert libc.sendmmsg(fds[0], msgs, 1, 0) == 1, ctypes.get_errno()\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "unix_datagram_connect",
+        "import socket\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "a.connect({unix_path!r})\na.send(b'hello')\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "sysv_msg_left_behind",
+        _LIBC + "assert libc.msgget({leave_key}, 0o1666) >= 0, ctypes.get_errno()",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "sysv_sem_left_behind",
+        _LIBC + "assert libc.semget({leave_key}, 1, 0o1666) >= 0, ctypes.get_errno()",
+        must_fail=False,
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
         "unix_datagram_ctypes",
         _LIBC + "fds = (ctypes.c_int * 2)()\nassert libc.socketpair(1, 2, 0, fds) == 0, ctypes.get_errno()\n"
         "path = {unix_path!r}.encode()\naddr = (1).to_bytes(2, 'little') + path + bytes(108 - len(path))\n"
@@ -279,6 +369,12 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         modes=_STRONG,
     ),
     EscapeAttempt(
+        "pipe_buffer_memory",  # kernel memory: the marker says the pipes grew
+        "import fcntl, os\npipes = [os.pipe() for _ in range(24)]\nfor r, w in pipes:\n"
+        "    fcntl.fcntl(w, 1031, 1 << 20)\nos.set_blocking(pipes[0][1], False)\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
         "dev_shm_memory",
         "chunk = b'x' * (64 << 20)\nwith open('/dev/shm/turngym-escape', 'wb') as f:\n    for _ in range(40):\n"
         "        f.write(chunk)\nprint('ESCAPED')",
@@ -291,14 +387,26 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
             f"import os\nprint('sandbox: blocked nothing')\nos._exit({n})",
             status=RunStatus.ERROR,
         )
-        for n in (86, 87, 125)
+        for n in (86, 87, 124, 125, 137)
     ),
     EscapeAttempt("system_exit_256", "raise SystemExit(256)", status=RunStatus.ERROR),
     EscapeAttempt("system_exit_minus_256", "raise SystemExit(-256)", status=RunStatus.ERROR),
     EscapeAttempt(
         "signal_self_sigsys",
-        "import signal\nsignal.raise_signal(signal.SIGSYS)",
-        modes=(Isolation.LANDLOCK,),
+        "import signal\nsignal.raise_signal(signal.SIGSYS)\nraise SystemExit(1)",
+        modes=_STRONG,
+        status=RunStatus.ERROR,
+    ),
+    EscapeAttempt(
+        "signal_self_sigxcpu",  # a CPU-limit kill without the CPU time
+        "import signal\nsignal.raise_signal(signal.SIGXCPU)\nraise SystemExit(1)",
+        forbidden=(RunStatus.TIMEOUT, RunStatus.VIOLATION, RunStatus.SANDBOX_ERROR, RunStatus.MEMORY),
+    ),
+    EscapeAttempt(
+        "child_signals_sigsys",  # a process of the run other than the runner
+        "import os, signal\nif os.fork() == 0:\n    os.kill(os.getppid(), signal.SIGSYS)\n    os._exit(0)\n"
+        "os.wait()\nraise SystemExit(1)",
+        modes=(Isolation.NAMESPACES, Isolation.USERNS),
         status=RunStatus.ERROR,
     ),
     # --- the clean-up: traps in the working folder (judged: folder gone, secret unchanged)
@@ -339,6 +447,17 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         must_fail=False,
         modes=_STRONG,
     ),
+    *(
+        EscapeAttempt(
+            f"discover_by_{name}_probe",  # a pid answers unlike one that cannot exist: it exists
+            f"import os\ndef probe(n):\n    try:\n        {call}\n        return 0\n"
+            "    except OSError as e:\n        return e.errno\ncontrol = probe(4194303)\n"
+            "found = [str(n) for n in range(1, 1 << 17) if probe(n) != control]\nprint('pids', ' '.join(found[:3000]))",
+            must_fail=False,
+            modes=_STRONG,
+        )
+        for name, call in (("kill", "os.kill(n, 0)"), ("sched", "os.sched_getscheduler(n)"))
+    ),
     EscapeAttempt(
         "discover_by_stat_probe",
         "import os\nfound = []\nfor n in range(1, 1 << 17):\n    if os.path.exists(f'/proc/{{n}}'):\n"
@@ -346,6 +465,29 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         must_fail=False,
         modes=(Isolation.NAMESPACES, Isolation.USERNS),
         gaps=(Isolation.LANDLOCK,),
+    ),
+    # --- the audit hook switched off from inside: the kernel's layers must hold alone
+    EscapeAttempt(
+        "audit_hook_subinterpreter",  # audit hooks are per interpreter
+        "import _xxsubinterpreters as interpreters\ninterp = interpreters.create()\n"
+        'interpreters.run_string(interp, \'print("ESCAPED", len(open("/etc/passwd").read()))\')',
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "audit_hook_dir_fd",  # the hook resolves a path from the working folder, the kernel from the fd
+        "import os\nos.makedirs('a/b/c')\nos.symlink('a/b/c', 'share')\nroot = os.open('/usr', os.O_PATH)\n"
+        "fd = os.open('share/../../etc/passwd', os.O_RDONLY, dir_fd=root)\nprint('ESCAPED', len(os.read(fd, 4096)))",
+        modes=_STRONG,
+    ),
+    EscapeAttempt(
+        "audit_hook_state",  # the hook's own state, reachable through the garbage collector
+        "import gc\nfor obj in gc.get_objects():\n"
+        "    if getattr(obj, '__name__', '') == 'hook' and getattr(obj, '__closure__', None):\n"
+        "        for cell in obj.__closure__:\n"
+        "            try:\n                if cell.cell_contents == [False]:\n                    cell.cell_contents[0] = True\n"
+        "            except Exception:\n                pass\n"
+        "print('ESCAPED', len(open({secret!r}).read()))",
+        modes=_STRONG,
     ),
     EscapeAttempt(
         "fill_disk",
@@ -451,23 +593,29 @@ def _restore_harness(pid: int, want: dict[str, object], now: dict[str, object]) 
                 _libc().syscall(_IOPRIO_SET, 1, pid, int(value))  # type: ignore[call-overload]
 
 
-def _file_state(path: Path) -> tuple[int, int, list[str]]:
+def _file_state(path: Path) -> tuple[int, int, int, tuple[tuple[str, bytes], ...]]:
+    """An outside file's metadata a run must not change: mode, modification and change times
+    (the change time moves on any chmod, chown, utime or xattr change), extended attributes."""
     st = os.stat(path)
     try:
-        xattrs = sorted(os.listxattr(path))
+        xattrs = tuple(sorted((name, os.getxattr(path, name)) for name in os.listxattr(path)))
     except OSError:
-        xattrs = []
-    return st.st_mode, st.st_mtime_ns, xattrs
+        xattrs = ()
+    return st.st_mode, st.st_mtime_ns, st.st_ctime_ns, xattrs
 
 
-def _host_shm_keys() -> set[int]:
-    """Keys of the System V shared memory segments of this IPC namespace."""
-    try:
-        with open("/proc/sysvipc/shm") as f:
-            next(f)
-            return {int(line.split()[0]) for line in f if line.strip()}
-    except (OSError, StopIteration, ValueError):
-        return set()
+def _host_ipc_keys() -> set[int]:
+    """Keys of the System V shared memory segments, message queues and semaphore sets of this IPC
+    namespace."""
+    keys: set[int] = set()
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                next(f)
+                keys |= {int(line.split()[0]) for line in f if line.strip()}
+        except (OSError, StopIteration, ValueError):
+            continue
+    return keys
 
 
 def _shmem_kb() -> int:
@@ -513,6 +661,9 @@ class _Targets:
         self.secret = self.root / "secret.txt"
         self.secret.write_text("turngym-secret-token\n")
         self.secret.chmod(0o644)
+        self.xattr_secret = "xattr-" + secrets.token_hex(8)
+        with contextlib.suppress(OSError):  # where the file system has user attributes
+            os.setxattr(self.secret, "user.turngym_secret", self.xattr_secret.encode())
         self.secret_state = _file_state(self.secret)
         self.outside = self.root / "outside"
         self.outside.mkdir()
@@ -523,6 +674,8 @@ class _Targets:
         self.udp_port = 0
         self.pid = os.getpid()
         self.harness = harness_state(self.pid)
+        self.spawner_pid = self.pid
+        self.spawner: dict[str, object] = {}
         self.unix_path = str(self.root / "host.sock")
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.unix.bind(self.unix_path)
@@ -553,6 +706,7 @@ class _Targets:
             "outside": str(self.outside),
             "repo_file": str(Path(__file__).resolve()),
             "pid": self.pid,
+            "spawner_pid": self.spawner_pid,
             "unix_path": self.unix_path,
             "shm_key": self.shm_key,
             "leave_key": self.leave_key,
@@ -584,9 +738,12 @@ class _Targets:
         libc = _libc()
         if self.shm_id >= 0:
             libc.shmctl(self.shm_id, _IPC_RMID, None)
-        left = libc.shmget(self.leave_key, 0, 0)
-        if left >= 0:
+        if (left := libc.shmget(self.leave_key, 0, 0)) >= 0:
             libc.shmctl(left, _IPC_RMID, None)
+        if (left := libc.msgget(self.leave_key, 0)) >= 0:
+            libc.msgctl(left, _IPC_RMID, None)
+        if (left := libc.semget(self.leave_key, 0, 0)) >= 0:
+            libc.semctl(left, 0, _IPC_RMID)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -602,6 +759,8 @@ async def run_escape_attempts(
     mode = await sandbox.isolation()
     chosen = [a for a in attempts if mode in a.modes or mode in a.gaps]
     targets = _Targets()
+    targets.spawner_pid = await anyio.to_thread.run_sync(sandbox_module._spawner.started_pid)
+    targets.spawner = harness_state(targets.spawner_pid)
     outcomes: list[EscapeOutcome | None] = [None] * len(chosen)
     limiter = anyio.Semaphore(concurrency)
     try:
@@ -663,21 +822,32 @@ async def _attempt(
         with contextlib.suppress(OSError):
             os.chmod(targets.secret, targets.secret_state[0] & 0o7777)
             os.utime(targets.secret, ns=(targets.secret_state[1], targets.secret_state[1]))
-            for name in set(secret_now[2]) - set(targets.secret_state[2]):
+            for name, _value in set(secret_now[3]) - set(targets.secret_state[3]):
                 os.removexattr(targets.secret, name)
+            for name, value in targets.secret_state[3]:
+                os.setxattr(targets.secret, name, value)
+        targets.secret_state = _file_state(targets.secret)  # its change time moved with the repair
     if str(os.stat(targets.secret).st_ino) in output_tokens and "inode" in output_tokens:
         evidence.append("the outside file's inode number was read")
+    if targets.xattr_secret in result.output:
+        evidence.append("the outside file's extended attribute was read")
     if "pids" in output_tokens and str(targets.pid) in output_tokens:
         evidence.append(f"the harness's pid {targets.pid} was found")
     if targets.shm_secret in result.output:
         evidence.append("the harness's System V shared memory was read")
-    if targets.leave_key in _host_shm_keys():
-        evidence.append("a System V segment was left on the host")
+    if targets.leave_key in _host_ipc_keys():
+        evidence.append("a System V segment, message queue or semaphore set was left on the host")
     harness = await anyio.to_thread.run_sync(harness_state, targets.pid)
     changed = {k: (v, targets.harness[k]) for k, v in harness.items() if targets.harness.get(k) != v}
     if changed:
         evidence.append(f"the harness's limits or scheduling changed: {changed}")
         _restore_harness(targets.pid, targets.harness, harness)
+    if targets.spawner_pid != targets.pid:
+        spawner = await anyio.to_thread.run_sync(harness_state, targets.spawner_pid)
+        changed = {k: (v, targets.spawner[k]) for k, v in spawner.items() if targets.spawner.get(k) != v}
+        if changed:
+            evidence.append(f"the spawner's limits or scheduling changed: {changed}")
+            _restore_harness(targets.spawner_pid, targets.spawner, spawner)
     bound_kb = (limits.max_processes * limits.memory_mb + limits.disk_mb) * 1024
     grown = watch.growth_kb(started, shmem_before)
     if grown > bound_kb:
@@ -686,6 +856,8 @@ async def _attempt(
         )
     if attempt.status is not None and result.status is not attempt.status:
         evidence.append(f"status {result.status} ({result.detail}), not {attempt.status}: the code chose it")
+    if result.status in attempt.forbidden:
+        evidence.append(f"status {result.status} ({result.detail}): the code chose it")
     if result.status is RunStatus.SANDBOX_ERROR:
         evidence.append(f"the run ended as a sandbox error: {result.detail}")
     if "clean-up:" in result.detail:

@@ -37,18 +37,26 @@ output count, the set-up report sent before the code ran), never an exit status 
 chose. The sandbox's own script is ``_sandbox_child.py`` (standard library only). The working
 folder is removed by :func:`remove_folder`, which no link, depth or file mode can steer.
 
-The event loop never waits on a process nor on the file system: the user id, the working folder,
-fork + exec, the status and the clean-up run in worker threads; the output is read with
-``anyio.wait_readable`` on a non-blocking pipe and the process's end awaited on a pidfd.
+This process never forks or execs for a run: one spawner process (``_sandbox_spawner.py``,
+started once, on the first run) starts every run's process, so that no thread here holds the GIL
+while a child waits to exec (which stalled the event loop on a loaded machine). The event loop
+never waits on a process nor on the file system: the user id, the working folder, the request to
+the spawner, the status and the clean-up run in the sandbox's own worker threads (started once,
+off the loop); the output is read with
+``anyio.wait_readable`` on a non-blocking pipe, and the spawner's answers (the process id, its
+end) on a socket of the run's own.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
 import os
+import queue
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -57,15 +65,19 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import chz
+
+from envs.code import _sandbox_spawner
 
 __all__ = [
     "Isolation",
@@ -81,7 +93,10 @@ __all__ = [
     "sandbox_for",
 ]
 
+_T = TypeVar("_T")
+
 _CHILD_SCRIPT = str(Path(__file__).with_name("_sandbox_child.py"))
+_SPAWNER_SCRIPT = str(Path(__file__).with_name("_sandbox_spawner.py"))
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _UID_BASE = 0x60000000
 """First user id of the unprivileged ids the ``namespaces`` mode runs code as (one per run)."""
@@ -122,7 +137,9 @@ _NAMESPACE_GUARANTEES = (
     "no process outside its run (its own PID namespace, every process dies with it), no network "
     "(only a loopback that is down), its own System V IPC, no /proc, no capability; seccomp refuses "
     "namespace, mount, tracing, io_uring, bpf, keyring, memory-backed-file and System V IPC calls; "
-    "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs"
+    "memory at most max_processes x memory_mb of address space plus disk_mb of tmpfs (memory-backed "
+    "files, System V and POSIX shared memory refused), plus the kernel buffers of its at most 64 "
+    "descriptors a process (pipes kept at their default size); as root, a memory cgroup at that bound"
 )
 _GUARANTEES: dict[Isolation, str] = {
     Isolation.AUTO: "see the mode it resolves to",
@@ -132,9 +149,12 @@ _GUARANTEES: dict[Isolation, str] = {
     Isolation.LANDLOCK: (
         "files: reads only the system and Python folders, reads and writes only its working folder "
         "(Landlock); no socket but a unix socket pair, no new process, signals and process-control "
-        "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no tracing, "
+        "calls (rlimits, priority, affinity, scheduling, I/O priority) only on itself, no fd owner "
+        "(no I/O signals to another process), no tracing, "
         "no change of any file's mode, owner, times or extended attributes, no System V IPC, no "
-        "memory-backed files, no capability (seccomp); memory at most memory_mb of address space"
+        "memory-backed files, no growing a pipe's buffer, no capability (seccomp); memory at most "
+        "memory_mb of address space, plus its folder's disk_mb where tmp_dir is a memory file system, "
+        "plus the kernel buffers of its at most 64 descriptors; as root, a memory cgroup at that bound"
     ),
     Isolation.RLIMITS: "resource limits (time, address space, file size, open files) only",
 }
@@ -143,7 +163,9 @@ _LIMITATIONS: dict[Isolation, str] = {
     Isolation.NAMESPACES: "shares the host kernel (a kernel bug is an escape); needs root",
     Isolation.USERNS: (
         "shares the host kernel, and unprivileged user namespaces widen the kernel surface it reaches "
-        "(a kernel bug is an escape); runs as the caller's user id as seen from outside"
+        "(a kernel bug is an escape); runs as the caller's user id as seen from outside; without "
+        "root no memory cgroup, so kernel objects it makes within its descriptors (socket buffers, "
+        "file locks, timers) are not bounded by the sandbox"
     ),
     Isolation.LANDLOCK: (
         "runs as the caller's user id in the host's namespaces: it can stat any path whose folders "
@@ -152,7 +174,8 @@ _LIMITATIONS: dict[Isolation, str] = {
         "working folder is on the host's disk, its size (disk_mb, inodes) measured by the supervisor "
         "every 0.1 s, so a fast writer may overshoot by what it writes in that time before it is "
         "killed; it may not chmod or utime even its own files, nor make a folder without u+rwx; "
-        "shares the host kernel"
+        "without root no memory cgroup, so kernel objects it makes within its descriptors (socket "
+        "buffers, file locks, timers) are not bounded by the sandbox; shares the host kernel"
     ),
     Isolation.RLIMITS: "not a security boundary: the code can read, write and reach what the caller can",
 }
@@ -168,16 +191,18 @@ class RunStatus(StrEnum):
     """Another exit status (an exception, ``MemoryError`` included, ``sys.exit(n)``, a file-size
     limit). The exit status is only reported: no value maps to another status."""
     TIMEOUT = "timeout"
-    """The wall-clock or CPU limit ran out; the process was killed."""
+    """The wall-clock or CPU limit ran out; the process was killed (a CPU-limit signal counts
+    only when the CPU time was spent: the code may send itself ``SIGXCPU``)."""
     MEMORY = "memory"
-    """Reserved for a memory kill the supervisor observes; not produced: an uncaught
+    """The kernel killed a process of the run at the run's memory bound, counted in the run's
+    memory cgroup (only where one is made: root, with a memory controller to spare). An uncaught
     ``MemoryError`` is the code's own exit (``ERROR``), which the code could also fake."""
     OUTPUT_LIMIT = "output_limit"
     """More output than ``output_bytes``; the process was killed."""
     VIOLATION = "violation"
     """Killed by ``SIGSYS``: the seccomp filter stopped the run (its tripwire, which the audit
-    hook pulls on a forbidden operation, or a call from the wrong architecture); in ``landlock``
-    mode the code cannot send itself ``SIGSYS``."""
+    hook pulls on a forbidden operation, or a call from the wrong architecture); in no mode can the
+    code send ``SIGSYS`` itself."""
     KILLED = "killed"
     """Killed by another signal (a crash...)."""
     SANDBOX_ERROR = "sandbox_error"
@@ -567,18 +592,405 @@ class Sandbox:
             # inside its own autogroup: the autogroup gets ours + nice, or it would compete with
             # this process (and its event loop) as an equal
             "autogroup_nice": None if own is None else min(19, own + self.config.nice),
+            "cgroup": None,  # the run's memory cgroup, filled in per run
         }
+
+
+def _memory_bound_mb(limits: SandboxLimits, mode: Isolation) -> int:
+    """The host memory a run may hold, as stated (``landlock`` runs one process)."""
+    processes = 1 if mode is Isolation.LANDLOCK else limits.max_processes
+    return processes * limits.memory_mb + limits.disk_mb
+
+
+class _MemoryCgroups:
+    """A memory cgroup per run, below this process's own, where one can be made (root, with the
+    memory controller of cgroup v1, or of v2 enabled for children of this process's cgroup).
+
+    Its limit is the run's stated bound (:func:`_memory_bound_mb`); the kernel
+    counts everything the run's processes make it hold there: address space in use, its tmpfs,
+    and kernel memory (pipe and socket buffers, file locks, page tables...). When the limit is
+    reached the kernel kills a process of the run, which the run's status says (``MEMORY``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._base: tuple[str, int] | None = None
+        self._known = False
+        self._pending: list[str] = []
+
+    def base(self) -> tuple[str, int] | None:
+        """(this process's memory cgroup folder, cgroup version), or None where runs get none."""
+        with self._lock:
+            if not self._known:
+                self._base = self._find() if os.geteuid() == 0 else None
+                self._known = True
+            return self._base
+
+    def _find(self) -> tuple[str, int] | None:
+        try:
+            with open("/proc/self/cgroup") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+            with open("/proc/self/mountinfo") as f:
+                mounts = [line.split() for line in f]
+        except OSError:
+            return None
+        for version in (1, 2):
+            for hierarchy, controllers, path in lines:
+                if version == 1 and "memory" not in controllers.split(","):
+                    continue
+                if version == 2 and (hierarchy != "0" or controllers):
+                    continue
+                for m in mounts:
+                    fstype = m[m.index("-") + 1] if "-" in m else ""
+                    options = m[-1].split(",")
+                    if (version == 1 and fstype == "cgroup" and "memory" in options) or (
+                        version == 2 and fstype == "cgroup2"
+                    ):
+                        root, point = m[3], m[4]
+                        if root != "/" and not (path == root or path.startswith(root + "/")):
+                            continue
+                        folder = point + path[len(root) :] if root != "/" else point + path
+                        if self._usable(folder.rstrip("/") or "/", version):
+                            return folder.rstrip("/") or "/", version
+        return None
+
+    def _usable(self, folder: str, version: int) -> bool:
+        if version == 2:
+            try:
+                with open(f"{folder}/cgroup.subtree_control") as f:
+                    if "memory" not in f.read().split():
+                        return False
+            except OSError:
+                return False
+        probe = f"{folder}/turngym-probe-{os.getpid()}"
+        try:
+            os.mkdir(probe)
+        except OSError:
+            return False
+        try:
+            self._limit(probe, version, 64 << 20)
+            return True
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(probe)
+
+    @staticmethod
+    def _limit(folder: str, version: int, limit: int) -> None:
+        if version == 1:
+            with open(f"{folder}/memory.limit_in_bytes", "w") as f:
+                f.write(str(limit))
+            with contextlib.suppress(OSError), open(f"{folder}/memory.memsw.limit_in_bytes", "w") as f:
+                f.write(str(limit))  # no swap beyond it either
+        else:
+            with open(f"{folder}/memory.max", "w") as f:
+                f.write(str(limit))
+            with contextlib.suppress(OSError), open(f"{folder}/memory.swap.max", "w") as f:
+                f.write("0")
+
+    def create(self, name: str, limit: int) -> str | None:
+        """A fresh cgroup limited to ``limit`` bytes (its folder), or None where runs get none."""
+        base = self.base()
+        if base is None:
+            return None
+        folder = f"{base[0]}/turngym-{name}"
+        os.mkdir(folder)
+        try:
+            self._limit(folder, base[1], limit)
+        except OSError:
+            os.rmdir(folder)
+            raise
+        return folder
+
+    def oom_kills(self, folder: str) -> int:
+        """How many processes the kernel killed in ``folder`` for want of memory."""
+        base = self.base()
+        name = "memory.oom_control" if base is None or base[1] == 1 else "memory.events"
+        try:
+            with open(f"{folder}/{name}") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self, folder: str) -> None:
+        """Remove ``folder`` (empty once the run's processes ended), and those left before. A
+        cgroup still busy after a second (a killed run's last process not yet reaped by its new
+        parent) is left for later: removed at a later run, or when this process exits."""
+        with self._lock:
+            folders, self._pending = [*self._pending, folder], []
+        for i, each in enumerate(folders):
+            for _ in range(50 if i == len(folders) - 1 else 1):
+                try:
+                    os.rmdir(each)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                with self._lock:
+                    self._pending.append(each)
+
+    def remove_pending(self) -> None:
+        """At exit: one last try for the cgroups left for later."""
+        with self._lock:
+            folders, self._pending = self._pending, []
+        for folder in folders:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+_cgroups = _MemoryCgroups()
+atexit.register(_cgroups.remove_pending)
 
 
 class _StartError(Exception):
     """The run could not start (no user id, no folder, no process); the message says why."""
 
 
+class _Spawner:
+    """The process that starts every run (``_sandbox_spawner.py``; its docstring has the protocol).
+
+    Started once per process, on the first run, from a worker thread (and again only if it died):
+    after that this process never forks or execs for a run. Creating a process from a thread
+    holds this process's GIL until the child has exec'd, which on a loaded machine stalls the
+    event loop for as long as the child waits for a CPU; the spawner waits instead. It ends when
+    this process does (its control socket closes), killing whatever runs are left.
+
+    ``in_thread=True`` serves the same protocol from a thread of this process instead: process
+    creation in this process, as before the spawner (kept for the bench's before/after figures).
+    """
+
+    def __init__(self, *, in_thread: bool = False) -> None:
+        self.in_thread = in_thread
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | threading.Thread | None = None
+        self._control: socket.socket | None = None
+
+    def request(self, argv: list[str], config: dict[str, Any], fds: tuple[int, int, int]) -> socket.socket:
+        """In a worker thread: ask for one run of ``argv`` with ``config`` and the run's stdin,
+        output and status pipes (``fds``); the run's channel, on which the answers come."""
+        data = json.dumps({"argv": argv, "config": config}).encode()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            for attempt in range(2):  # a spawner that died is started again, once
+                control = self._ensure()
+                try:
+                    socket.send_fds(control, [data], [theirs.fileno(), *fds])
+                    break
+                except (BrokenPipeError, ConnectionError):
+                    self._forget(control)
+                    if attempt:
+                        raise
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return ours
+
+    def pid(self) -> int | None:
+        """The spawner's process id, once started (for audits: a run must not act on it)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        return os.getpid() if isinstance(proc, threading.Thread) else proc.pid
+
+    def started_pid(self) -> int:
+        """The spawner's process id, starting it first if need be (in a worker thread)."""
+        self._ensure()
+        pid = self.pid()
+        assert pid is not None
+        return pid
+
+    def _alive(self) -> bool:
+        proc = self._proc
+        if isinstance(proc, threading.Thread):
+            return proc.is_alive()
+        return proc is not None and proc.poll() is None
+
+    def _ensure(self) -> socket.socket:
+        with self._lock:
+            if self._control is not None and self._alive():
+                return self._control
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            if self.in_thread:
+                thread = threading.Thread(
+                    target=_sandbox_spawner.serve, args=(child,), daemon=True, name="turngym-spawner"
+                )
+                thread.start()
+                self._proc, self._control = thread, parent
+                return parent
+            try:
+                argv = [os.path.realpath(sys.executable), "-I", "-S", "-B", _SPAWNER_SCRIPT]
+                proc = subprocess.Popen(
+                    [*argv, str(child.fileno())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    pass_fds=(child.fileno(),),
+                    close_fds=True,
+                    start_new_session=True,  # a terminal's Ctrl-C is this process's to handle
+                    cwd="/",
+                    env={},
+                )
+            except BaseException:
+                parent.close()
+                raise
+            finally:
+                child.close()
+            self._proc, self._control = proc, parent
+            return parent
+
+    def _forget(self, control: socket.socket) -> None:
+        with self._lock:
+            if self._control is control:
+                control.close()
+                self._control = None
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's spawner is the parent's (its socket is closed here, so
+        the spawner still sees the parent's end as the only one)."""
+        self._lock = threading.Lock()
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                self._control.close()
+        self._control = None
+        self._proc = None
+
+
+_spawner = _Spawner()
+os.register_at_fork(after_in_child=_spawner._after_fork)
+
+
+class _Workers:
+    """The sandbox's own worker threads, started once and off the event loop.
+
+    ``anyio.to_thread`` starts a new thread from the event loop's thread when none is idle, and
+    ``Thread.start`` waits there until the new thread runs: on a loaded machine a burst of runs
+    stalled the loop that way too. These threads are started by the first call, from an anyio
+    worker thread; every later call only queues a job and awaits its end.
+    """
+
+    def __init__(self, count: int = 16) -> None:
+        self.count = count
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def _start(self) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < self.count:
+                thread = threading.Thread(target=self._serve, daemon=True, name="turngym-sandbox-worker")
+                thread.start()
+                self._threads.append(thread)
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+
+    async def run(self, func: Callable[..., _T], *args: Any) -> _T:
+        """``func(*args)`` in a worker thread; like ``anyio.to_thread.run_sync``, a cancelled
+        caller still waits for it to end."""
+        if len(self._threads) < self.count:  # the first call (or after a fork): start them
+            return await anyio.to_thread.run_sync(lambda: (self._start(), func(*args))[1])
+        token = anyio.lowlevel.current_token()
+        done = anyio.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def job() -> None:
+            try:
+                outcome.append((True, func(*args)))
+            except BaseException as e:  # handed to the caller
+                outcome.append((False, e))
+            with contextlib.suppress(RuntimeError):  # the caller's loop ended
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        self._jobs.put(job)
+        with anyio.CancelScope(shield=True):
+            await done.wait()
+        await anyio.lowlevel.checkpoint()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs = queue.SimpleQueue()
+        self._threads = []
+
+
+_workers = _Workers()
+os.register_at_fork(after_in_child=_workers._after_fork)
+
+
+class _Process:
+    """A run's process as seen through its channel to the spawner: started, ended, killed."""
+
+    def __init__(self, channel: socket.socket):
+        self.channel = channel
+        channel.setblocking(False)
+        self.pid: int | None = None
+        self.ended = False
+
+    async def _message(self) -> dict[str, Any]:
+        """The next answer; ``{}`` when the spawner is gone."""
+        while True:
+            await anyio.wait_readable(self.channel)
+            try:
+                data = self.channel.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return {}
+            if not data:
+                return {}
+            try:
+                answer = json.loads(data)
+            except ValueError:
+                return {}
+            return answer if isinstance(answer, dict) else {}
+
+    async def started(self) -> None:
+        """Wait for the process id (raises :class:`_StartError` with the spawner's reason)."""
+        answer = await self._message()
+        if "pid" not in answer:
+            why = answer.get("error", "the spawner ended")
+            raise _StartError(f"could not start the sandbox: {why}")
+        self.pid = int(answer["pid"])
+
+    async def wait(self) -> None:
+        """Wait until the process has ended (the spawner keeps it unreaped until :meth:`release`)."""
+        if self.ended:
+            return
+        answer = await self._message()
+        if not answer.get("exited"):  # the spawner died: nobody holds the process any more
+            self.kill()
+        self.ended = True
+
+    def kill(self) -> None:
+        """``SIGKILL`` to the process group (safe until :meth:`release`: the id cannot be reused)."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Done with the run: the spawner kills what is left of its group and reaps it."""
+        self.channel.close()
+
+
 class _Run:
     """One run: start, read, kill when needed, reap, clean up.
 
     Only waiting happens on the event loop; the file-system and process work (user id, folder,
-    pipes, fork + exec, status, clean-up) runs in worker threads (:meth:`_start`, :meth:`_finish`).
+    pipes, the request to the spawner, status, clean-up) runs in worker threads (:meth:`_start`,
+    :meth:`_finish`); the process is created by the spawner, never here.
     """
 
     def __init__(self, sandbox: Sandbox, mode: Isolation, code: bytes):
@@ -592,6 +1004,8 @@ class _Run:
         self.killed_for: RunStatus | None = None
         self.lingering = False
         self.cleanup_problem: str | None = None
+        self.cgroup: str | None = None
+        self.oom_kills = 0
 
     @property
     def uid(self) -> int | None:
@@ -600,30 +1014,40 @@ class _Run:
     async def execute(self) -> RunResult:
         t0 = time.perf_counter()
         try:
-            proc, out_fd, status_fd = await anyio.to_thread.run_sync(self._start)
+            channel, out_fd, status_fd = await _workers.run(self._start)
         except _StartError as e:
             return RunResult(RunStatus.SANDBOX_ERROR, "", str(e))
+        proc = _Process(channel)
         reports: list[dict[str, Any]] = []
+        start_error: str | None = None
         try:
+            await proc.started()
             await self._read(proc, out_fd)
-            await _wait_exit(proc)
+            await proc.wait()
             await self._drain(out_fd)
+        except _StartError as e:
+            start_error = str(e)
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled run is still killed and cleaned up
-                if proc.returncode is None:  # not reaped yet, so its process group id is still its own
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    await _wait_exit(proc)
+                if proc.pid is None and start_error is None:  # cancelled before the spawner answered
+                    with anyio.move_on_after(30.0), contextlib.suppress(_StartError):
+                        await proc.started()
+                if proc.pid is not None and not proc.ended:  # not reaped: its group id is still its own
+                    proc.kill()
+                    await proc.wait()
                     await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
-                reports = await anyio.to_thread.run_sync(self._finish, out_fd, status_fd)
+                reports = await _workers.run(self._finish, out_fd, status_fd)
+                proc.release()
+        if start_error is not None:
+            return RunResult(RunStatus.SANDBOX_ERROR, "", start_error)
         if self.lingering:
             with self.sandbox._lock:
                 self.sandbox._counts["lingering"] += 1
         return self._result(reports, time.perf_counter() - t0, self.workdir)
 
-    def _start(self) -> tuple[subprocess.Popen[bytes], int, int]:
-        """In a worker thread: a user id (``namespaces``), the folder, the pipes, fork + exec.
-        On failure everything taken is given back and :class:`_StartError` says why."""
+    def _start(self) -> tuple[socket.socket, int, int]:
+        """In a worker thread: a user id (``namespaces``), the folder, the pipes, the request to
+        the spawner. On failure everything taken is given back and :class:`_StartError` says why."""
         if self.mode is Isolation.NAMESPACES:
             try:
                 self.uid_slot = _uids.acquire()
@@ -635,6 +1059,8 @@ class _Run:
             self._release()
             raise _StartError(f"no working folder: {e}") from None
         try:
+            bound = _memory_bound_mb(self.limits, self.mode) << 20
+            self.cgroup = _cgroups.create(os.path.basename(self.workdir), bound)
             return self._spawn(self.workdir)
         except OSError as e:
             self._remove()
@@ -655,44 +1081,30 @@ class _Run:
     def _remove(self) -> None:
         if self.workdir is not None:
             self.cleanup_problem = remove_folder(self.workdir)
+        if self.cgroup is not None:
+            self.oom_kills = _cgroups.oom_kills(self.cgroup)
+            _cgroups.remove(self.cgroup)
         self._release()
 
     def _release(self) -> None:
         if self.uid_slot is not None:
             _uids.release(self.uid_slot)
 
-    def _spawn(self, workdir: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    def _spawn(self, workdir: str) -> tuple[socket.socket, int, int]:
+        """The pipes, the code written to stdin, and the request to the spawner (which starts the
+        process: this one never forks); the run's channel, output and status pipes."""
         if self.mode is not Isolation.NAMESPACES and os.geteuid() == 0:
             os.chmod(workdir, 0o700)
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        status_r, status_w = os.pipe()
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
         try:
             os.write(in_w, self.code)  # fits the empty pipe's buffer (max_code_bytes <= 60000)
             os.close(in_w)
             config = self.sandbox.child_config(self.mode, workdir, self.uid, status_w)
-            argv = [
-                self.sandbox._python,
-                "-I",
-                "-S",
-                "-B",
-                "-u",
-                "-X",
-                "utf8",
-                _CHILD_SCRIPT,
-                json.dumps(config),
-            ]
-            proc = subprocess.Popen(
-                argv,
-                stdin=in_r,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(status_w,),
-                close_fds=True,
-                start_new_session=True,
-                cwd="/",
-                env={},
-            )
+            config["cgroup"] = self.cgroup
+            argv = [self.sandbox._python, "-I", "-S", "-B", "-u", "-X", "utf8", _CHILD_SCRIPT]
+            channel = _spawner.request(argv, config, (in_r, out_w, status_w))
         except BaseException:
             for fd in (out_r, status_r):
                 os.close(fd)
@@ -703,9 +1115,9 @@ class _Run:
                     os.close(fd)
         os.set_blocking(out_r, False)
         os.set_blocking(status_r, False)
-        return proc, out_r, status_r
+        return channel, out_r, status_r
 
-    async def _read(self, proc: subprocess.Popen[bytes], out_fd: int) -> None:
+    async def _read(self, proc: _Process, out_fd: int) -> None:
         """Collect output until every writer closed the pipe, the output cap or the time limit."""
         cap = self.limits.output_bytes
         with anyio.move_on_after(self.limits.timeout_s) as scope:
@@ -723,8 +1135,7 @@ class _Run:
                     break
         if scope.cancelled_caught:
             self.killed_for = RunStatus.TIMEOUT
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
 
     async def _drain(self, out_fd: int) -> None:
         """After the supervisor ended: wait (1 s at most) until nothing holds the output pipe, so
@@ -768,6 +1179,9 @@ class _Run:
             return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
         if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
+        if self.oom_kills:  # the kernel's own count, in the run's memory cgroup
+            bound = _memory_bound_mb(limits, self.mode)
+            return result(RunStatus.MEMORY, f"memory limit of {bound} MB exceeded (killed)")
         if final.get("disk"):
             return result(
                 RunStatus.ERROR,
@@ -783,7 +1197,7 @@ class _Run:
             return result(RunStatus.SANDBOX_ERROR, "the sandbox ended before the code ran")
         if sig is not None:
             cpu_out = common["cpu_s"] >= 0.9 * limits.timeout_s
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_out):
+            if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_out:  # not a signal it sent itself
                 return result(
                     RunStatus.TIMEOUT, f"CPU time limit of {limits.timeout_s:g} s exceeded (killed)"
                 )
@@ -816,20 +1230,6 @@ def _read_status(fd: int) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 out.append(obj)
     return out
-
-
-async def _wait_exit(proc: subprocess.Popen[bytes]) -> None:
-    """Await the supervisor's end on a pidfd (a worker thread where there is none), and reap it."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        await anyio.to_thread.run_sync(proc.wait)
-        return
-    try:
-        while proc.poll() is None:
-            await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
 
 
 def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
