@@ -32,7 +32,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import cloudpickle
@@ -40,44 +40,11 @@ from tinker_cookbook.rl.types import EnvGroupBuilder
 
 from rollout import BatchAborted, BatchResult, EngineConfig, GroupOutcome, RolloutEngine, summarize
 from rollout._results import error_of
-
-ExecutorKind = Literal["inprocess", "process", "ray"]
+from training._config import ExecutorSpec
 
 
 class WorkerLost(RuntimeError):
     """The worker running a group died before returning it (killed, out of memory)."""
-
-
-@dataclass(frozen=True)
-class ExecutorSpec:
-    """A parsed ``rollout_executor`` value: ``inprocess``, ``process:N``, ``ray:local[:N]``,
-    ``ray:auto[:N]``."""
-
-    kind: ExecutorKind = "inprocess"
-    workers: int = 1
-    """Worker processes / Ray actors."""
-    address: str | None = None
-    """Ray only: ``local`` (start a cluster on this machine) or ``auto`` (join a running one)."""
-
-    @classmethod
-    def parse(cls, text: str) -> ExecutorSpec:
-        """The spec of ``text``; ``ValueError`` with a one-line message when it is not one."""
-        usage = "use inprocess, process:N, ray:local[:N] or ray:auto[:N]"
-        parts = text.strip().split(":")
-        try:
-            if parts == ["inprocess"]:
-                return cls()
-            if parts[0] == "process" and len(parts) == 2:
-                workers = int(parts[1])
-                if workers >= 1:
-                    return cls("process", workers)
-            if parts[0] == "ray" and len(parts) in (2, 3) and parts[1] in ("local", "auto"):
-                workers = int(parts[2]) if len(parts) == 3 else min(4, os.cpu_count() or 1)
-                if workers >= 1:
-                    return cls("ray", workers, parts[1])
-        except ValueError:
-            pass
-        raise ValueError(f"bad rollout_executor {text!r}: {usage}")
 
 
 # ---------------------------------------------------------------------------- samplers in workers
@@ -387,11 +354,14 @@ class RayExecutor(RolloutExecutor):
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             self._started = True
-        self._actor_class = ray.remote(num_cpus=1, max_concurrency=self.max_concurrency)(_RayWorker)
-        self._actors = [self._actor_class.remote() for _ in range(workers)]
+        self._actor_class: Any = ray.remote(_RayWorker)
+        self._actors: list[Any] = [self._new_actor() for _ in range(workers)]
+
+    def _new_actor(self) -> Any:
+        return self._actor_class.options(num_cpus=1, max_concurrency=self.max_concurrency).remote()
 
     async def _submit(self, slot: int, chunk: Chunk) -> list[GroupOutcome]:
-        import ray
+        import ray.exceptions
 
         actor = self._actors[slot]
         try:
@@ -399,7 +369,7 @@ class RayExecutor(RolloutExecutor):
         except ray.exceptions.RayActorError as exc:
             if self._actors[slot] is actor:
                 self.workers_lost += 1
-                self._actors[slot] = self._actor_class.remote()
+                self._actors[slot] = self._new_actor()
             raise WorkerLost(f"a rollout actor died: {type(exc).__name__}") from None
 
     async def pids(self) -> list[int]:
