@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -278,7 +279,23 @@ def _lost(index: int, builder: EnvGroupBuilder, exc: BaseException) -> GroupOutc
 
 def _spawn_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the Tinker client's threads and torch's do not survive fork (the cookbook's rule too).
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    )
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool worker set-up: exit when the trainer is gone (a kill -9 of it leaves no orphan)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-trainer", daemon=True).start()
 
 
 class ProcessExecutor(RolloutExecutor):
