@@ -18,7 +18,8 @@
 
 Timings are the median of ``--repeats`` batches, in-process and Ray alternating, after one warm-up
 batch each (actors are long-lived: their samplers and sandboxes stay warm). ``--quick``: a few
-groups, 1 repeat, the tiny model; its figures only prove the script works.
+groups, 1 repeat, Ray only (the pool's parity and faults are tests/test_executors.py's); its
+figures only prove the script works.
 """
 
 from __future__ import annotations
@@ -191,12 +192,18 @@ def main() -> None:
 
     client, worker = anyio.run(tiny)
     reference = _run(parity_builders(groups), client, worker, None)
-    pool = ProcessExecutor(args.workers)
+    t0 = time.perf_counter()
+    pool = None if args.quick else ProcessExecutor(args.workers)
     ray = RayExecutor(args.workers, "local")
+    print(f"ray:local:{args.workers} up in {time.perf_counter() - t0:.1f}s", flush=True)
+    ways: list[tuple[str, RolloutExecutor]] = (
+        [("ray", ray)] if pool is None else [("process", pool), ("ray", ray)]
+    )
     try:
         identical = True
         killed = lost = 0
-        for name, executor in (("process", pool), ("ray", ray)):
+        for name, executor in ways:
+            t0 = time.perf_counter()
             same = _datums(_run(parity_builders(groups), client, worker, executor)) == _datums(reference)
             builders: list[Any] = parity_builders(groups)
             markers = [tmp / f"{name}_kill_{i}" for i in range(2)]
@@ -206,8 +213,13 @@ def main() -> None:
             killed += sum(m.exists() for m in markers)
             lost += _lost(faulted, reference)
             identical = identical and same and _datums(faulted) == _datums(reference)
-            print(f"{name}: same datums {same}, workers lost {executor.workers_lost}", flush=True)
-        pool.close()
+            print(
+                f"{name}: same datums {same}, workers lost {executor.workers_lost} "
+                f"({time.perf_counter() - t0:.1f}s)",
+                flush=True,
+            )
+        if pool is not None:
+            pool.close()
 
         print(f"latency-bound: {latency_episodes} episodes x 4 steps of 50 ms", flush=True)
         fake = FakeSampler([7, 8, 2])
@@ -216,7 +228,8 @@ def main() -> None:
         sandbox_builders, scripted = _sandbox_case(sandbox_episodes)
         s = _timed(sandbox_builders, scripted, ClientSampler(scripted), ray, repeats)
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
         ray.close()
     print(
         f"identical_datums={int(identical)} workers_killed={killed} groups_lost={lost} "
