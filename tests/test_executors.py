@@ -7,6 +7,7 @@ mid-batch (their groups rerun, nothing lost or duplicated). Ray: tests/test_exec
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import signal
@@ -25,6 +26,7 @@ from rollout import BatchAborted, EngineConfig, Strategy
 from training._config import ExecutorSpec
 from training._executors import FuturesExecutor, ProcessExecutor, open_executor
 from training._logging import read_rows
+from training._rollouts import SeededTokenCompleter
 from training.testing import KillWorkerOnce, ToyConfig, parity_builders
 
 
@@ -93,9 +95,8 @@ def test_a_group_whose_worker_always_dies_is_reported_per_the_strategy(sampler: 
         _, worker = sampler
 
         async def batch(strategy: Strategy) -> Any:
-            return await executor.run_batch(
-                [builder], worker, EngineConfig(strategy=strategy), max_tokens=4, temperature=1.0
-            )
+            policy = functools.partial(SeededTokenCompleter, max_tokens=4)
+            return await executor.run_batch([builder], worker, policy, EngineConfig(strategy=strategy))
 
         result = anyio.run(batch, Strategy.retry(1))
         (outcome,) = result.outcomes

@@ -28,7 +28,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 import cloudpickle
+from tinker_cookbook.completers import TokenCompleter
 from tinker_cookbook.rl.types import EnvGroupBuilder
 
 from rollout import BatchAborted, BatchResult, EngineConfig, GroupOutcome, RolloutEngine, summarize
@@ -148,19 +149,15 @@ class Chunk:
     groups: tuple[tuple[int, EnvGroupBuilder], ...]
     """(index in the batch, builder)."""
     sampler: WorkerSampler
+    policy: Callable[[Any], TokenCompleter]
+    """The policy on a sampling client (``training.SeededTokenCompleter`` with the batch's
+    ``max_tokens`` and temperature, as ``sample_batch`` makes it)."""
     config: EngineConfig
-    max_tokens: int
-    temperature: float
 
 
 async def run_chunk(chunk: Chunk) -> list[GroupOutcome]:
     """Run a chunk's groups concurrently with the engine (in whatever process calls it)."""
-    from training._rollouts import SeededTokenCompleter
-
-    policy = SeededTokenCompleter(
-        chunk.sampler.open(), max_tokens=chunk.max_tokens, temperature=chunk.temperature
-    )
-    engine = RolloutEngine(policy, chunk.config)
+    engine = RolloutEngine(chunk.policy(chunk.sampler.open()), chunk.config)
     outcomes: list[GroupOutcome | None] = [None] * len(chunk.groups)
 
     async def one(k: int) -> None:
@@ -213,14 +210,14 @@ class RolloutExecutor:
         self,
         builders: Sequence[EnvGroupBuilder],
         sampler: WorkerSampler,
+        policy: Callable[[Any], TokenCompleter],
         config: EngineConfig,
         *,
-        max_tokens: int,
-        temperature: float,
         indices: Sequence[int] | None = None,
     ) -> BatchResult:
         """Every group of ``builders`` (at ``indices`` in the batch; default their positions), as
-        ``RolloutEngine.run_batch`` returns them: outcomes in builder order, summarized."""
+        ``RolloutEngine(policy(sampler's client), config).run_batch`` returns them: outcomes in
+        builder order, summarized. ``policy`` must pickle (a class or a ``functools.partial``)."""
         t0 = time.monotonic()
         indices = list(range(len(builders))) if indices is None else list(indices)
         n_chunks = min(self.workers, len(builders))
@@ -228,9 +225,8 @@ class RolloutExecutor:
             Chunk(
                 tuple((indices[i], builders[i]) for i in range(k, len(builders), n_chunks)),
                 sampler,
+                policy,
                 config,
-                max_tokens,
-                temperature,
             )
             for k in range(n_chunks)
         ]

@@ -8,6 +8,7 @@ cookbook's advantages and ``trajectory_to_data``), so switching engines touches 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -95,14 +96,10 @@ class _Remote:
     async def run_batch(
         self, builders: Sequence[EnvGroupBuilder], config: EngineConfig, indices: Sequence[int] | None = None
     ) -> BatchResult:
-        return await self.executor.run_batch(
-            builders,
-            self.sampler,
-            config,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            indices=indices,
+        policy = functools.partial(
+            SeededTokenCompleter, max_tokens=self.max_tokens, temperature=self.temperature
         )
+        return await self.executor.run_batch(builders, self.sampler, policy, config, indices=indices)
 
 
 async def _run_mixed(
