@@ -21,6 +21,7 @@ are reported like any failed group (``abort_batch`` strategies raise ``rollout.B
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -377,11 +378,19 @@ class RayExecutor(RolloutExecutor):
         import ray.exceptions
 
         actor = self._actors[slot]
+        lost = (
+            ray.exceptions.RayActorError,  # killed, crashed, its node gone
+            ray.exceptions.OutOfMemoryError,  # Ray's memory monitor killed it
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+        )
         try:
             return await actor.run.remote(chunk)
-        except ray.exceptions.RayActorError as exc:
+        except lost as exc:
             if self._actors[slot] is actor:
                 self.workers_lost += 1
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
                 self._actors[slot] = self._new_actor()
             raise WorkerLost(f"a rollout actor died: {type(exc).__name__}") from None
 
