@@ -34,7 +34,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import cloudpickle
@@ -168,7 +168,8 @@ async def run_chunk(chunk: Chunk) -> list[GroupOutcome]:
     async with anyio.create_task_group() as tg:
         for k in range(len(chunk.groups)):
             tg.start_soon(one, k)
-    return [o for o in outcomes if o is not None]
+    # The trainer holds the builders: they need not travel back (it puts its own in).
+    return [dataclasses.replace(o, builder=cast(Any, None)) for o in outcomes if o is not None]
 
 
 def run_chunk_blob(blob: bytes) -> bytes:
