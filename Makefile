@@ -1,5 +1,5 @@
 # Both targets do all set-up first (idempotent): see scripts/setup.sh.
-.PHONY: setup train test test-deep test-browser lint integration
+.PHONY: setup train test test-deep test-browser test-ray lint integration
 
 setup:
 	bash scripts/setup.sh
@@ -18,6 +18,10 @@ test-browser:
 # Every hypothesis property test at ten times its examples, fresh random draws (tests/conftest.py).
 test-deep:
 	HYPOTHESIS_PROFILE=deep bash scripts/test.sh -m property $(PYTEST_ARGS)
+
+# The rollout executors on a local Ray cluster alone (also part of `make test`; docs/executors.md).
+test-ray:
+	bash scripts/test.sh -m ray tests/test_executors_ray.py $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/pyright

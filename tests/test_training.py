@@ -190,9 +190,11 @@ def test_off_policy_mode_bounds_staleness(tmp_path: Path) -> None:
     assert max(staleness) == 1  # batches 1 and 2 were sampled while the previous step trained
 
 
-def test_kill_9_mid_run_then_resume_has_each_step_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["inprocess", "process:2"])
+def test_kill_9_mid_run_then_resume_has_each_step_once(tmp_path: Path, executor: str) -> None:
     log = tmp_path / "killed"
     args = [f"log_path={log}", "max_steps=8", "eval_every=0", "save_every=3", "progress=False"]
+    args.append(f"rollout_executor={executor}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "training.testing", *args],
         cwd=REPO,

@@ -11,7 +11,9 @@ data files, :meth:`Config.check_data`. Keys of earlier versions keep working
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import chz
@@ -31,6 +33,41 @@ EvaluatorBuilder = Callable[[], Any]
 """The cookbook's ``EvaluatorBuilder``: a callable returning a ``SamplingClientEvaluator`` or a
 ``TrainingClientEvaluator`` (``tinker_cookbook.eval.evaluators``), e.g. an
 ``InspectEvaluatorBuilder``."""
+
+
+ExecutorKind = Literal["inprocess", "process", "ray"]
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """A parsed ``rollout_executor`` value: ``inprocess``, ``process:N``, ``ray:local[:N]``,
+    ``ray:auto[:N]``."""
+
+    kind: ExecutorKind = "inprocess"
+    workers: int = 1
+    """Worker processes / Ray actors."""
+    address: str | None = None
+    """Ray only: ``local`` (start a cluster on this machine) or ``auto`` (join a running one)."""
+
+    @classmethod
+    def parse(cls, text: str) -> ExecutorSpec:
+        """The spec of ``text``; ``ValueError`` with a one-line message when it is not one."""
+        usage = "use inprocess, process:N, ray:local[:N] or ray:auto[:N]"
+        parts = text.strip().split(":")
+        try:
+            if parts == ["inprocess"]:
+                return cls()
+            if parts[0] == "process" and len(parts) == 2:
+                workers = int(parts[1])
+                if workers >= 1:
+                    return cls("process", workers)
+            if parts[0] == "ray" and len(parts) in (2, 3) and parts[1] in ("local", "auto"):
+                workers = int(parts[2]) if len(parts) == 3 else min(4, os.cpu_count() or 1)
+                if workers >= 1:
+                    return cls("ray", workers, parts[1])
+        except ValueError:
+            pass
+        raise ValueError(f"bad rollout_executor {text!r}: {usage}")
 
 
 class ConfigError(ValueError):
@@ -195,6 +232,12 @@ class Config:
     trains as one sequence; each window start re-renders once. The env must support it
     (``rollout.SupportsCompaction``, as every ``envs.ChatEnv`` does), else the run fails with
     ``CompactionUnsupported``. 0: never (the renderer as it is)."""
+    rollout_executor: str = "inprocess"
+    """Where group rollouts run (``training._executors``, docs/executors.md): ``inprocess``;
+    ``process:N`` (N spawned worker processes); ``ray:local[:N]`` (N Ray actors on a cluster
+    started on this machine) or ``ray:auto[:N]`` (a running Ray cluster). Workers build the envs
+    from pickled builders and sample from this step's saved weights; same seeds, same datums.
+    ``inprocess`` also honours the cookbook's ``set_rollout_executor``."""
     warm_start: WarmStartConfig = chz.field(default_factory=WarmStartConfig)
     """Supervised warm start before RL (``warm_start.episodes=64 warm_start.steps=16``...; see
     :class:`WarmStartConfig`)."""
@@ -282,6 +325,7 @@ class Config:
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"eval_batches must be >= 1 or None, got {self.eval_batches}")
         _non_negative("compaction_period", self.compaction_period)
+        ExecutorSpec.parse(self.rollout_executor)
         if self.advantage_discount is not None and not 0.0 <= self.advantage_discount <= 1.0:
             raise ValueError(f"advantage_discount must be in [0, 1] or None, got {self.advantage_discount}")
         if not 0 < self.ppo_clip < 1:

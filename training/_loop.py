@@ -38,6 +38,7 @@ from training import _checkpoint as ckpt
 from training._config import Config, ConfigError, check_data
 from training._episodes import EVAL_EPISODES_FILE, write_eval_episodes
 from training._evaluators import build_evaluators, named_builders, run_evaluators
+from training._executors import RolloutExecutor, WorkerSampler, open_executor, saved_sampler
 from training._logging import (
     CONFIG_FILE,
     EVAL_FILE,
@@ -374,6 +375,8 @@ async def train_async(
         return await run.run()
     finally:
         if run is not None:
+            if run.executor is not None:
+                run.executor.close()
             run.trackers.close()
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -400,6 +403,11 @@ class _Run:
         self.training_client: Any = None
         self.sampling_client: Any = None
         self.sampler_step = 0
+        self.service: Any = None
+        self.executor: RolloutExecutor | None = None
+        """Where group rollouts run (``config.rollout_executor``; None: in this process)."""
+        self.worker_sampler: WorkerSampler | None = None
+        """How the executor's workers reach :attr:`sampling_client`."""
         self.tokenizer: Any = None
         self.display: ProgressDisplay | None = None
         self.saved_batch = -1
@@ -446,7 +454,13 @@ class _Run:
             )
 
     async def _refresh_sampler(self, step: int) -> None:
-        self.sampling_client = await self.training_client.save_weights_and_get_sampling_client_async()
+        if self.executor is not None:  # workers need weights they can load: saved ones
+            keep = self.config.max_steps_off_policy + 2
+            self.sampling_client, self.worker_sampler = await saved_sampler(
+                self.training_client, self.service, step, keep=keep
+            )
+        else:
+            self.sampling_client = await self.training_client.save_weights_and_get_sampling_client_async()
         self.sampler_step = step
 
     # ------------------------------------------------------------------ run
@@ -465,6 +479,7 @@ class _Run:
 
         register_tokenizers()  # envs of the embedded models resolve their tokenizers offline
         service = _make_service_client(config, log_path)
+        self.service = service
         await self._make_training_client(service, record)
         self.tokenizer = self.training_client.get_tokenizer()
         train_ds, test_ds = await builder()
@@ -481,6 +496,7 @@ class _Run:
         )
         warm_starts = record is None and warm_start is not None
         self.warm_start_planned = warm_starts
+        self.executor = open_executor(config.rollout_executor)
         await self._refresh_sampler(start)
 
         with ProgressDisplay(end, start, enabled=config.progress) as display:
@@ -568,7 +584,7 @@ class _Run:
     def _launch(self, tg: Any, dataset: RLDataset, step: int) -> _Pending:
         pending = _Pending()
         builders = list(dataset.get_batch(step))
-        client, version = self.sampling_client, self.sampler_step
+        client, version, worker_sampler = self.sampling_client, self.sampler_step, self.worker_sampler
 
         async def work() -> None:
             try:
@@ -581,6 +597,8 @@ class _Run:
                     sampler_step=version,
                     compaction_period=self.config.compaction_period,
                     seed=batch_seed(self.config.seed, "train", step),
+                    executor=self.executor,
+                    worker_sampler=worker_sampler,
                 )
                 if self.config.max_steps_off_policy == 0:  # alone on its sampler: exact counts
                     pending.result.sampler_metrics.update(_sampler_delta(before, client))
@@ -765,6 +783,8 @@ class _Run:
             sampler_step=self.sampler_step,
             compaction_period=self.config.compaction_period,
             seed=batch_seed(self.config.seed, "eval", step),
+            executor=self.executor,
+            worker_sampler=self.worker_sampler,
         )
         batch.sampler_metrics.update(_sampler_delta(before, self.sampling_client))
         metrics = self._batch_metrics(batch)

@@ -8,11 +8,12 @@ cookbook's advantages and ``trajectory_to_data``), so switching engines touches 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 import tinker
@@ -32,6 +33,9 @@ from rollout import (
     assemble,
     summarize,
 )
+
+if TYPE_CHECKING:
+    from training._executors import RolloutExecutor, WorkerSampler
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +84,33 @@ class SupportsSeatedRollout(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class _Remote:
+    """Plain groups go to ``executor``'s workers, which reach the policy through ``sampler``."""
+
+    executor: RolloutExecutor
+    sampler: WorkerSampler
+    max_tokens: int
+    temperature: float
+
+    async def run_batch(
+        self, builders: Sequence[EnvGroupBuilder], config: EngineConfig, indices: Sequence[int] | None = None
+    ) -> BatchResult:
+        policy = functools.partial(
+            SeededTokenCompleter, max_tokens=self.max_tokens, temperature=self.temperature
+        )
+        return await self.executor.run_batch(builders, self.sampler, policy, config, indices=indices)
+
+
 async def _run_mixed(
-    builders: Sequence[EnvGroupBuilder], policy: TokenCompleter, config: EngineConfig
+    builders: Sequence[EnvGroupBuilder],
+    policy: TokenCompleter,
+    config: EngineConfig,
+    remote: _Remote | None = None,
 ) -> BatchResult:
-    """The engine's batch for plain builders, ``rollout_seated`` for seated ones, concurrently;
-    outcomes in builder order (a seated builder gives one per role group)."""
+    """The engine's batch for plain builders (in ``remote``'s workers when given), ``rollout_seated``
+    for seated ones (always in this process), concurrently; outcomes in builder order (a seated
+    builder gives one per role group)."""
     per_builder: list[list[GroupOutcome]] = [[] for _ in builders]
     plain = [i for i, b in enumerate(builders) if not isinstance(b, SupportsSeatedRollout)]
     t0 = time.monotonic()
@@ -95,6 +121,11 @@ async def _run_mixed(
         per_builder[i] = list(await builder.rollout_seated(policy, config, i))
 
     async def engine() -> None:
+        if remote is not None:
+            result = await remote.run_batch([builders[i] for i in plain], config, plain)
+            for o in result.outcomes:
+                per_builder[o.index] = [o]
+            return
         result = await RolloutEngine(policy, config).run_batch([builders[i] for i in plain])
         for o in result.outcomes:
             per_builder[plain[o.index]] = [o]
@@ -190,6 +221,8 @@ async def sample_batch(
     max_retries: int = 1,
     compaction_period: int = 0,
     seed: int | None = None,
+    executor: RolloutExecutor | None = None,
+    worker_sampler: WorkerSampler | None = None,
 ) -> SampledBatch:
     """Roll out every group of ``builders`` concurrently with ``sampling_client``.
 
@@ -199,15 +232,25 @@ async def sample_batch(
     ``compaction_period > 0`` asks every env to compact its history that often
     (:func:`rollout_config`). With a ``seed``, every request is seeded by its place in the
     batch (the engine's ``seed``, :class:`SeededTokenCompleter`), so the same seed samples the
-    same tokens for each env.
+    same tokens for each env. With an ``executor`` (``training._executors``), plain groups run in
+    its workers, which sample through ``worker_sampler`` (default: ``sampling_client`` pickled, a
+    Tinker client); the outcomes are the ones an in-process run gives.
     """
+    remote = None
+    if executor is not None:
+        from training._executors import worker_sampler_of
+
+        sampler = worker_sampler if worker_sampler is not None else worker_sampler_of(sampling_client)
+        remote = _Remote(executor, sampler, max_tokens, temperature)
     policy = SeededTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
     config = rollout_config(
         max_tokens, compaction_period=compaction_period, max_retries=max_retries, seed=seed
     )
     builders = list(builders)
     if any(isinstance(b, SupportsSeatedRollout) for b in builders):
-        result = await _run_mixed(builders, policy, config)
+        result = await _run_mixed(builders, policy, config, remote)
+    elif remote is not None:
+        result = await remote.run_batch(builders, config)
     else:
         result = await RolloutEngine(policy, config).run_batch(builders)
     kept = [o for o in result.outcomes if o.group is not None]

@@ -14,9 +14,10 @@ runs the real loop on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import chz
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder
 
 from training._cli import run_cli
 from training._config import Config
@@ -116,11 +117,61 @@ def _make_builder(**kwargs: int) -> RLDatasetBuilder:
             from completers import ScriptedTokenCompleter
 
             return [
-                (ParityEnv(self.turns, 20_000 + seed + i), ScriptedTokenCompleter([SCRIPTED_REPLY], cycle=True))
+                (
+                    ParityEnv(self.turns, 20_000 + seed + i),
+                    ScriptedTokenCompleter([SCRIPTED_REPLY], cycle=True),
+                )
                 for i in range(n)
             ]
 
     return ParityDatasetBuilder(**kwargs)
+
+
+def parity_builders(n: int, *, group_size: int = 4, turns: int = 2, offset: int = 0) -> list[EnvGroupBuilder]:
+    """``n`` groups of the parity env (the toy dataset's batch ``offset``, ``n`` groups wide)."""
+    import anyio
+
+    async def build() -> list[EnvGroupBuilder]:
+        builder = _make_builder(
+            batch_size=n, group_size=group_size, turns=turns, n_batches=offset + 1, eval_groups=0
+        )
+        train, _ = await builder()
+        return list(train.get_batch(offset))
+
+    return anyio.run(build)
+
+
+class KillWorkerOnce(EnvGroupBuilder):
+    """A group builder that SIGKILLs the worker process building it, once: the first
+    ``make_envs`` outside the trainer's process (``trainer_pid``) that finds no ``marker`` file
+    creates it and kills its own process; every other call builds ``inner``'s envs. Tests and
+    ``bench/executor.py`` use it to kill rollout workers mid-batch, deterministically."""
+
+    def __init__(self, inner: EnvGroupBuilder, marker: str, trainer_pid: int) -> None:
+        self.inner, self.marker, self.trainer_pid = inner, marker, trainer_pid
+
+    async def make_envs(self) -> Sequence[Env]:
+        """``inner``'s envs (after killing this worker, the first time)."""
+        import os
+        import signal
+        from pathlib import Path
+
+        if os.getpid() != self.trainer_pid and not Path(self.marker).exists():
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await self.inner.make_envs()
+
+    async def compute_group_rewards(self, trajectory_group: Any, env_group: Sequence[Env]) -> Any:
+        """``inner``'s group rewards."""
+        return await self.inner.compute_group_rewards(trajectory_group, env_group)
+
+    async def cleanup(self) -> None:
+        """``inner``'s cleanup."""
+        await self.inner.cleanup()
+
+    def logging_tags(self) -> list[str]:
+        """``inner``'s tags."""
+        return self.inner.logging_tags()
 
 
 @chz.chz
