@@ -256,8 +256,11 @@ def time_ratio(
     core: TrainerCore, data: list[types.Datum], loss_fn: str, reps: int, warmup: bool
 ) -> tuple[float, float, float]:
     """Seconds of ``forward_backward`` with shared prefixes and without (alternated), and the
-    relative gradient difference between the two (:func:`grad_rel_diff`, last repeat)."""
+    relative gradient difference between the two (:func:`grad_rel_diff`, last repeat). Also
+    prints the two sides' process CPU seconds: on a loaded machine their ratio is the steadier
+    figure (wall time there measures the neighbours too)."""
     times = {True: 0.0, False: 0.0}
+    cpu = {True: 0.0, False: 0.0}
     if warmup:
         for share in (True, False):
             grads_of(core, data, loss_fn, share)
@@ -266,14 +269,19 @@ def time_ratio(
         for share in (True, False):
             core.share_prefixes = share
             core.model.zero_grad(set_to_none=True)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             core.forward_backward(data, loss_fn, None, backward=True)
             times[share] += time.perf_counter() - t0
+            cpu[share] += time.process_time() - c0
             grads[share] = [
                 p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in core.params
             ]
     core.model.zero_grad(set_to_none=True)
     core.share_prefixes = True
+    print(
+        f"  CPU seconds shared {cpu[True] / reps:.2f}, flat {cpu[False] / reps:.2f} per forward_backward "
+        f"(ratio {cpu[True] / cpu[False]:.3f}; load average {os.getloadavg()[0]:.1f})"
+    )
     return times[True], times[False], grad_rel_diff(grads[False], grads[True])
 
 
