@@ -251,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         json.loads(line) for line in (out / "run" / "eval.jsonl").read_text().splitlines() if line.strip()
     ]
-    warm_row, final_row = rows[0], rows[-1]
+    # step 0 has two rows: the untrained policy, then the warm start (``stage``)
+    warm_row = next(r for r in rows if r.get("stage") == "warm_start")
+    final_row = rows[-1]
     a, b = _eval_score(warm_row, "random"), _eval_score(final_row, "random")
     d = float(final_row.get("eval/illegal_rate", float("nan")))
     t1 = time.monotonic()
