@@ -80,6 +80,9 @@ class SeatedGroupBuilder(EnvGroupBuilder):
     group_by_role: bool = True
     tags: tuple[str, ...] = ()
     """Logging tags of every group (the role groups add ``as_<role>``)."""
+    stand_in: Seat | None = None
+    """Who holds the policy's other seats when one seat is checked alone (:meth:`alone`, what the
+    conformance checker plays): a pinned player that knows the game (tic-tac-toe: a random one)."""
     _hosts: list[GameHost] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +122,29 @@ class SeatedGroupBuilder(EnvGroupBuilder):
                 opening = partial(self._opening, game, i)
                 envs.append(HostedSeatEnv(host, i, self.renderer, opening))
         return envs
+
+    def alone(self) -> SeatedGroupBuilder:
+        """This group with one training seat (the first), the policy's other seats held by
+        :attr:`stand_in`: each env then plays a whole game by itself (the opponents act inside
+        its game), as the conformance checker steps env 0 of a group. ``self`` when the group
+        has one policy seat already; a one-line ``ValueError`` when it has more and no stand-in."""
+        policy = [i for i, s in enumerate(self.seats) if s.is_policy or any(c.is_policy for c in s.choices)]
+        if len(policy) <= 1:
+            return self
+        stand_in = self.stand_in
+        if stand_in is None:
+            raise ValueError(
+                f"{len(policy)} seats are played by the policy: give SeatedGroupBuilder.stand_in "
+                "(a pinned player of the game) to check one seat alone"
+            )
+        keep = next((i for i in policy if self.seats[i].is_policy), policy[0])
+
+        def swap(seat: Seat) -> Seat:
+            if seat.is_policy:
+                return stand_in
+            return replace(seat, choices=tuple(stand_in if c.is_policy else c for c in seat.choices))
+
+        return replace(self, seats=tuple(s if i == keep else swap(s) for i, s in enumerate(self.seats)))
 
     def _opening(self, game: Game, seat: int) -> Any:
         return self.renderer.build_generation_prompt(game.initial_messages(seat))

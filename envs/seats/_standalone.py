@@ -88,7 +88,8 @@ class HostedSeatEnv(Env):
     """A training seat of a hosted game as a plain cookbook ``Env`` (see the module docstring).
 
     Its episode: the game loop's observations of this seat, one per turn; the last step returns
-    the seat's whole reward (the game's and its env's) and its game metrics. A seat the game never
+    the seat's whole reward (the game's and its env's) and its game metrics, or raises when the
+    game failed (a player or the game raised, a deadline passed: the group's rollout error). A seat the game never
     reached (the other seat ended it first) is shown its opening and ends at its first step.
     """
 
@@ -146,11 +147,14 @@ class HostedSeatEnv(Env):
         record = self.host.record
         if record is None:
             raise RuntimeError(f"seat {self.seat}: its game task ended without a record")
+        if record.error is not None:  # a player or the game raised, or a deadline passed: not trained
+            raise RuntimeError(
+                f"seat {self.seat}: the game failed ({record.stop_reason}): "
+                f"{record.error.error_type}: {record.error.error_message}"
+            )
         result = record.seats[self.seat]
         reward = result.reward + sum(t.reward for t in result.trajectory.transitions)
         logs: dict[str, str | int | float] = {"game_stop": record.stop_reason}
-        if record.error is not None:
-            logs["game_error"] = f"{record.error.error_type}: {record.error.error_message}"
         return StepResult(
             reward=reward,
             episode_done=True,
