@@ -3,8 +3,9 @@ multi-seat loop ever deadlocks.
 
 Three parts, each reported on its own:
 
-1. **Train** (``python -m envs.tictactoe.train`` with its defaults, or ``key=value`` overrides on
-   the command line): a warm start on scripted minimax games, then RL by self-play. The held-out
+1. **Train** (``python -m envs.tictactoe.train`` with the bench's :data:`DEFAULT` keys, or
+   ``key=value`` overrides on the command line): a warm start on scripted games of random legal
+   moves (the move format, not the play), then RL by self-play mixed with a random opponent. The held-out
    evaluation right after the warm start (``eval.jsonl`` step 0) gives ``score_vs_random_warm``,
    the last one ``score_vs_random_after`` and ``illegal_move_rate`` (the share of the policy's
    held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0.
@@ -38,6 +39,22 @@ from typing import Any
 
 import anyio
 
+DEFAULT = (
+    "scripted_noise=1.0",
+    "warm_start.steps=4",
+    "warm_start.episodes=64",
+    "max_steps=4",
+    "eval_every=4",
+    "batch_size=4",
+    "group_size=8",
+    "train_opponents=self,random",
+    "eval_opponents=random",
+    "eval_games=32",
+)
+"""The bench's job (``key=value`` on the command line override these): a warm start on scripted
+games of random legal moves (it teaches the move format, not the play: the warm-started policy
+plays near random), then 4 RL steps of 32 games, the second seat of each drawn from the policy
+itself and a random player; held out: 32 games against a random player."""
 QUICK = (
     "model_name=turngym/tiny-random-llama",
     "max_steps=2",
@@ -236,14 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="run folder (default: a fresh one under runs/bench)"
     )
-    parser.add_argument("--h2h-games", type=int, default=64)
+    parser.add_argument("--h2h-games", type=int, default=32)
     parser.add_argument("--chaos-games", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("keys", nargs="*", help="key=value overrides of envs.tictactoe.train")
     ns = parser.parse_args(argv)
     out = ns.out or Path("runs/bench") / f"self_play_{time.strftime('%Y%m%d_%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    keys = [*(QUICK if ns.quick else ()), f"seed={ns.seed}", *ns.keys]
+    keys = [*DEFAULT, *(QUICK if ns.quick else ()), f"seed={ns.seed}", *ns.keys]
     h2h = 8 if ns.quick and ns.h2h_games == 64 else ns.h2h_games
     print(f"[bench] {_machine()}; runs in {out}", flush=True)
     t0 = time.monotonic()
@@ -251,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         json.loads(line) for line in (out / "run" / "eval.jsonl").read_text().splitlines() if line.strip()
     ]
-    warm_row, final_row = rows[0], rows[-1]
+    # step 0 has two rows: the untrained policy, then the warm start (``stage``)
+    warm_row = next(r for r in rows if r.get("stage") == "warm_start")
+    final_row = rows[-1]
     a, b = _eval_score(warm_row, "random"), _eval_score(final_row, "random")
     d = float(final_row.get("eval/illegal_rate", float("nan")))
     t1 = time.monotonic()

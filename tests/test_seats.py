@@ -137,11 +137,20 @@ def test_a_seat_env_starts_with_what_it_was_told_and_refuses_to_be_stepped_alone
     assert env.initial_messages()[-1]["content"] == "X played 5."
     with pytest.raises(RuntimeError, match="played by the game loop"):
         anyio.run(SeatEnv(TicTacToeGame(), 0, R).initial_observation)
-    # the engine running a seated builder's make_envs fails the rollout with that line, at once
+
+
+def test_an_engine_stepping_make_envs_plays_the_same_games_through_hosted_seats() -> None:
+    """``make_envs`` hands out every game's training seats as plain envs: our engine, stepping
+    each env of the group concurrently, plays whole games (zero-sum, every prefix intact)."""
     from rollout import RolloutEngine
 
-    outcome = anyio.run(RolloutEngine(TokenRandom(R, 0)).run_group, builder([Seat.policy(), Seat.policy()]))
-    assert outcome.failure is not None and "played by the game loop" in outcome.failure.error_message
+    b = builder([Seat.policy(), Seat.policy()], games=4)
+    outcome = anyio.run(RolloutEngine(TokenRandom(R, 0)).run_group, b)
+    assert outcome.failure is None and outcome.group is not None
+    assert outcome.requested == outcome.completed == 8
+    rewards = outcome.group.get_total_rewards()
+    assert [rewards[i] + rewards[i + 1] for i in range(0, 8, 2)] == [0.0] * 4  # X and O of one game
+    assert all(s.breaks == () and s.datums == 1 for s in outcome.stats)
 
 
 def test_advantages_are_centred_per_role_by_default_and_across_roles_on_request() -> None:

@@ -45,6 +45,7 @@ from envs.checker._strategies import (
 )
 from envs.core import METRIC_FAULT_PREFIX
 from envs.gym._adapter import EnvSource, find_tokenizer, make_env_group, resolve_builder
+from envs.seats import SeatedGroupBuilder
 from renderers_ext import check_extension, extension_expected, render_action
 
 _HEALTH = [
@@ -449,7 +450,10 @@ class ConformanceRun:
 
     def _build(self, seed: int) -> EnvGroupBuilder | Env | None:
         try:
-            return self.portal.call(resolve_builder, self.source, seed)
+            made = self.portal.call(resolve_builder, self.source, seed)
+            if isinstance(made, SeatedGroupBuilder):  # a multi-seat group: one seat, the others stand-ins
+                made = made.alone()
+            return made
         except Exception as error:
             self.fail(
                 CheckName.MAKE_ENVS,
@@ -734,7 +738,9 @@ class ConformanceRun:
             again = self._group_trajectory(seed, play_first=False)
             after = self._group_trajectory(seed, play_first=True) if again == alone else None
         except Exception as error:  # the episode checks report the env's own errors
-            self.skips[CheckName.GROUP_ISOLATION] = f"not run: a scripted episode raised {describe_exception(error)}"
+            self.skips[CheckName.GROUP_ISOLATION] = (
+                f"not run: a scripted episode raised {describe_exception(error)}"
+            )
             return
         if again != alone:
             self.skips[CheckName.GROUP_ISOLATION] = (
@@ -744,7 +750,10 @@ class ConformanceRun:
             return
         if after != alone:
             assert after is not None
-            turn = next((i for i, (a, b) in enumerate(zip(alone, after, strict=False)) if a != b), min(len(alone), len(after)))
+            turn = next(
+                (i for i, (a, b) in enumerate(zip(alone, after, strict=False)) if a != b),
+                min(len(alone), len(after)),
+            )
             what = "initial observation" if turn == 0 else f"step {turn}"
             self.fail(
                 CheckName.GROUP_ISOLATION,

@@ -20,7 +20,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ from envs.core import EnvLimits
 from envs.seats._game import Game, SeatEnv
 from envs.seats._loop import GameRecord, LoopConfig, SeatResult, play_game
 from envs.seats._players import Seat, seat_policy
+from envs.seats._standalone import GameHost, HostedSeatEnv
 from rollout import EngineConfig, GroupOutcome, SampleCall
 
 
@@ -62,9 +64,9 @@ class SeatedGroupBuilder(EnvGroupBuilder):
     """``games`` games of ``make_game`` with ``seats`` (see the module docstring).
 
     ``make_game(rng)`` builds one fresh game (draw its deal, its first seat... from ``rng``,
-    seeded per game from ``seed``). :meth:`make_envs` returns the training seats' envs of game 0
-    (for checks such as the loop's tokenizer check): they are played by :meth:`play`, not by an
-    engine stepping them alone.
+    seeded per game from ``seed``). Our training loop plays the group through
+    :meth:`rollout_seated` (the game loop, per-role groups); :meth:`make_envs` gives the same
+    games to loops that only know the cookbook's ``Env`` (see ``envs.seats._standalone``).
     """
 
     make_game: Callable[[random.Random], Game]
@@ -78,6 +80,10 @@ class SeatedGroupBuilder(EnvGroupBuilder):
     group_by_role: bool = True
     tags: tuple[str, ...] = ()
     """Logging tags of every group (the role groups add ``as_<role>``)."""
+    stand_in: Seat | None = None
+    """Who holds the policy's other seats when one seat is checked alone (:meth:`alone`, what the
+    conformance checker plays): a pinned player that knows the game (tic-tac-toe: a random one)."""
+    _hosts: list[GameHost] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.games < 1:
@@ -97,8 +103,79 @@ class SeatedGroupBuilder(EnvGroupBuilder):
         return game, envs, drawn
 
     async def make_envs(self) -> Sequence[Env]:
-        _, envs, drawn = self._setup(0)
-        return [e for e, s in zip(envs, drawn, strict=True) if s.trains] or envs[:1]
+        """Every game's training seats as plain cookbook envs (:class:`HostedSeatEnv`: each game
+        runs the game loop in a task of its own when first stepped), for loops that step each
+        env of a group concurrently (the cookbook's ``rl.train`` and ``do_group_rollout``).
+        Making them starts nothing; :meth:`cleanup` stops the games still running."""
+        envs: list[Env] = []
+        for index in range(self.games):
+            game, seat_envs, drawn = self._setup(index)
+            training = [i for i, s in enumerate(drawn) if s.trains]
+            if any(s.is_policy and not s.trains for s in drawn):
+                raise ValueError(
+                    "a policy seat that does not train (Seat.policy(train=False)) needs the game loop "
+                    "(SeatedGroupBuilder.play / our training loop), not env-by-env stepping"
+                )
+            host = GameHost(partial(self._host_play, game, seat_envs, drawn), training)
+            self._hosts.append(host)
+            for i in training:
+                opening = partial(self._opening, game, i)
+                envs.append(HostedSeatEnv(host, i, self.renderer, opening))
+        return envs
+
+    def alone(self) -> SeatedGroupBuilder:
+        """This group with one training seat (the first), the policy's other seats held by
+        :attr:`stand_in`: each env then plays a whole game by itself (the opponents act inside
+        its game), as the conformance checker steps env 0 of a group. ``self`` when the group
+        has one policy seat already; a one-line ``ValueError`` when it has more and no stand-in."""
+        policy = [i for i, s in enumerate(self.seats) if s.is_policy or any(c.is_policy for c in s.choices)]
+        if len(policy) <= 1:
+            return self
+        stand_in = self.stand_in
+        if stand_in is None:
+            raise ValueError(
+                f"{len(policy)} seats are played by the policy: give SeatedGroupBuilder.stand_in "
+                "(a pinned player of the game) to check one seat alone"
+            )
+        keep = next((i for i in policy if self.seats[i].is_policy), policy[0])
+
+        def swap(seat: Seat) -> Seat:
+            if seat.is_policy:
+                return stand_in
+            return replace(seat, choices=tuple(stand_in if c.is_policy else c for c in seat.choices))
+
+        return replace(self, seats=tuple(s if i == keep else swap(s) for i, s in enumerate(self.seats)))
+
+    def _opening(self, game: Game, seat: int) -> Any:
+        return self.renderer.build_generation_prompt(game.initial_messages(seat))
+
+    async def _host_play(
+        self,
+        game: Game,
+        envs: list[SeatEnv],
+        drawn: list[Seat],
+        policies: dict[int, TokenCompleter],
+        compaction_period: int | None,
+    ) -> GameRecord:
+        host_loop = replace(self.loop, compaction_period=compaction_period or self.loop.compaction_period)
+        players = [
+            policies.get(i) or seat_policy(s, e, None)
+            for i, (s, e) in enumerate(zip(drawn, envs, strict=True))
+        ]
+        return await play_game(
+            game,
+            envs,
+            players,
+            names=[s.name for s in drawn],
+            trains=[s.trains for s in drawn],
+            config=host_loop,
+        )
+
+    async def cleanup(self) -> None:
+        """Stop the hosted games (:meth:`make_envs`) still running."""
+        hosts, self._hosts = self._hosts, []
+        for host in hosts:
+            host.cancel()
 
     def logging_tags(self) -> list[str]:
         return list(self.tags)
@@ -131,7 +208,10 @@ class SeatedGroupBuilder(EnvGroupBuilder):
         )
 
     async def play(
-        self, policy: TokenCompleter | None, loop: LoopConfig | None = None, place: tuple[int, int] | None = None
+        self,
+        policy: TokenCompleter | None,
+        loop: LoopConfig | None = None,
+        place: tuple[int, int] | None = None,
     ) -> list[GameRecord]:
         """Every game of the group, concurrently (one task per game), in game order."""
         records: list[GameRecord | None] = [None] * self.games

@@ -106,6 +106,7 @@ class TicTacToeDataset(GroupDataset):
             seed=game_seed(self.seed, index),
             loop=self.loop,
             tags=("tictactoe", "train"),
+            stand_in=opponent_seat("random"),
         )
 
 

@@ -4,9 +4,11 @@ With no arguments: the embedded SmolLM2-135M on the local backend (offline), in 
 reported on its own (``train.log`` and ``eval.jsonl``: step 0 is the held-out result right after
 the warm start, the last step the result after RL):
 
-1. **Warm start** (``warm_start.*``): ``cross_entropy`` steps on scripted games of the minimax
-   player (as X in half of them, as O in the other half) against a random player: the policy
-   learns the move format (one free cell number) and some of the play.
+1. **Warm start** (``warm_start.*``): ``cross_entropy`` steps on scripted games of random legal
+   moves against a random player (the scripted seat X in half of them, O in the other half): the
+   policy learns the move format (one free cell number), not the play, and starts RL near a
+   random player. ``scripted_noise=0`` scripts the minimax player instead (then the warm start
+   teaches much of the play, and leaves RL little to add against a random opponent).
 2. **RL by self-play**: the policy holds both seats of every game (``train_opponents=self``;
    ``self,random`` mixes in a random opponent per game, against the collapse the cookbook's
    recipe reports in long self-play runs); both seats train, each centred within its own role in
@@ -74,8 +76,9 @@ class TicTacToeTrainConfig(training.Config):
     eval_games: int = 32
     """Held-out games per opponent (half as X, half as O)."""
     eval_seed: int = 0
-    scripted_noise: float = 0.0
-    """Warm start: how often the scripted minimax player plays a random cell instead."""
+    scripted_noise: float = 1.0
+    """Warm start: how often the scripted minimax player plays a random legal cell instead (1:
+    always, the format without the play; 0: minimax games)."""
 
     def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         """``score_vs_<opponent>`` (win 1, draw 0.5, loss 0) per held-out opponent, and the share
