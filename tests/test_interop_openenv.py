@@ -164,3 +164,79 @@ def test_a_server_that_dies_or_stalls_mid_episode_fails_its_groups_clearly(
 def test_bad_ids_fail_in_one_line() -> None:
     with pytest.raises(ValueError, match="openenv ids name a server URL"):
         openenv_source("openenv:echo")
+
+
+# --- the reverse: a TurnGym env served as an OpenEnv server ---------------------------------
+SERVED = ["-m", "envs.serve", "textarena:GuessTheNumber-v0"]
+
+
+def test_a_served_turngym_env_answers_openenv_s_own_client() -> None:
+    from openenv.core.generic_client import GenericEnvClient
+
+    from envs.interop.textarena import TextArenaEnv, TextArenaGroup
+
+    moves = ["[10]", "[5]", "[15]", "[3]", "[18]", "[1]", "[20]", "[7]", "[12]", "[2]", "[4]"]
+    env = anyio.run(TextArenaGroup("GuessTheNumber-v0", seed=4).make_envs)[0]
+    assert isinstance(env, TextArenaEnv)
+
+    async def direct() -> list[tuple[bool, float, str]]:
+        await env.initial_observation()
+        out = []
+        for move in moves:
+            n = len(env.messages)
+            result = await env.step(render_action(env.renderer, {"role": "assistant", "content": move}))
+            text = "" if result.episode_done else str(env.messages[n + 1]["content"])
+            out.append((result.episode_done, result.reward, text))
+            if result.episode_done:
+                break
+        return out
+
+    expected = anyio.run(direct)
+    with running_server(SERVED) as url, GenericEnvClient(base_url=url).sync() as client:
+        first = client.reset(seed=4)
+        assert first.observation["text"] == env.prompt and not first.done
+        assert first.observation["messages"] == [{"role": "user", "content": env.prompt}]
+        served = []
+        for move in moves:
+            step = client.step({"message": move})
+            served.append((step.done, float(step.reward or 0.0), step.observation["text"]))
+            if step.done:
+                assert step.observation["metadata"]["textarena/invalid_move"] in (0.0, 1.0)
+                break
+    assert served == expected and expected[-1][0]
+
+
+def test_a_served_turngym_env_runs_back_through_the_openenv_adapter() -> None:
+    with running_server(SERVED) as url:
+        report = check_conformance(openenv_source(f"openenv:{url}", group_size=2), CheckConfig(examples=3))
+    assert report.ok, str(report)
+    assert report[CheckName.EXTENSION].outcome == Outcome.PASS
+
+
+def test_serving_an_unknown_id_fails_in_one_line() -> None:
+    bad = running_server(["-m", "envs.serve", "turngym/Nope-v0"])
+    with pytest.raises(OpenEnvError, match="unknown env id 'turngym/Nope-v0'"), bad:
+        pass
+
+
+def test_gym_make_by_id_and_gymnasium_check_env_through_the_adapter(server: str) -> None:
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    from envs.gym import TokenEnv
+    from envs.interop.openenv import register_openenv
+
+    env_id = register_openenv("GuessNumber", server)
+    assert env_id == "openenv/GuessNumber" and register_openenv("GuessNumber", server) == env_id
+    env = gym.make(env_id, render_mode="ansi")
+    try:
+        assert isinstance(env.unwrapped, TokenEnv)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_env(env.unwrapped)
+        messages = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]
+        assert not messages, messages
+    finally:
+        env.close()

@@ -309,3 +309,23 @@ def running_server(
                 process.wait()
         if process.stderr:
             process.stderr.close()
+
+
+GYM_NAMESPACE = "openenv"
+"""Gymnasium namespace of registered OpenEnv servers (:func:`register_openenv`)."""
+
+
+def register_openenv(name: str, url: str, **fields: Any) -> str:
+    """Register the server at ``url`` as the gymnasium id ``openenv/<name>`` (idempotent for the
+    same URL), so ``gymnasium.make("openenv/<name>")`` gives a TurnGym ``TokenEnv`` over the
+    adapter (``fields``: :class:`OpenEnvGroup` fields). Returns the id."""
+    import gymnasium as gym
+
+    server_url(url)
+    env_id = f"{GYM_NAMESPACE}/{name}"
+    kwargs = {"source": "envs.interop.openenv:openenv_source", "server": url, **fields}
+    if env_id in gym.registry and gym.registry[env_id].kwargs != kwargs:
+        raise ValueError(f"{env_id} is already registered for {gym.registry[env_id].kwargs.get('server')}")
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point="envs.gym._registry:make_env", kwargs=kwargs)
+    return env_id
