@@ -21,7 +21,6 @@ from envs.interop.openenv_demo import DIE_AT, GUESSES, HIGH, STALL_AT
 from renderers_ext import render_action
 from rollout import EngineConfig, RolloutEngine, Strategy
 
-pytest.importorskip("openenv.core.env_server.http_server")
 DEMO = ["-m", "envs.interop.openenv_demo"]
 
 

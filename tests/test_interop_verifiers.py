@@ -16,8 +16,6 @@ from envs.checker import CheckConfig, CheckName, Outcome, check_conformance
 from envs.interop.verifiers import VerifiersEnv, VerifiersError, VerifiersGroup, load_spec, verifiers_source
 from renderers_ext import render_action
 
-pytest.importorskip("verifiers.v1")
-
 
 @pytest.mark.parametrize("env_id", ["verifiers:arith-retry", "verifiers:calculator"])
 def test_the_checker_passes_on_the_built_in_verifiers_envs(env_id: str) -> None:
