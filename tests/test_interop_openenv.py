@@ -71,6 +71,9 @@ def bisect_turns(seed: int) -> int:
 
 
 def test_the_checker_passes_on_an_openenv_server(server: str) -> None:
+    from envs.check import load_target
+
+    assert load_target(f"openenv:{server}")(3) == OpenEnvGroup(f"openenv:{server}", seed=3)  # the CLI's path
     report = check_conformance(openenv_source(f"openenv:{server}", group_size=2), CheckConfig(examples=4))
     assert report.ok, str(report)
     assert report[CheckName.EXTENSION].outcome == Outcome.PASS  # only the new observation is rendered

@@ -19,6 +19,9 @@ from renderers_ext import render_action
 
 @pytest.mark.parametrize("env_id", ["verifiers:arith-retry", "verifiers:calculator"])
 def test_the_checker_passes_on_the_built_in_verifiers_envs(env_id: str) -> None:
+    from envs.check import load_target
+
+    assert load_target("verifiers:arith-retry")(2) == VerifiersGroup("verifiers:arith-retry", index=2)
     report = check_conformance(verifiers_source(env_id, group_size=2), CheckConfig(examples=6), target=env_id)
     assert report.ok, str(report)
     assert report[CheckName.EXTENSION].outcome == Outcome.PASS
