@@ -18,7 +18,10 @@ checker examples elsewhere (a smoke test of the script).
 - verifiers: the checker on each env of ``envs.interop.verifiers.ENVS`` (``verifiers_envs_ok``).
 - ``unexpected_extension_breaks``: checker reports whose extension check failed, plus extension
   breaks the engine saw in the OpenEnv run (SmolLM2's renderer claims the extension property).
-- ``trained_gain``: not measured by this bench (``nan``; see docs/interop.md).
+- ``trained_gain``: with ``--train`` (minutes of SmolLM2 training; run it under ``nice``), the
+  held-out mean reward after RL minus the untrained policy's, from a run of
+  ``python -m envs.interop.textarena_train`` (GuessTheNumber-v0; each stage printed); ``--run
+  <folder>`` reads a finished run instead; otherwise ``nan`` (not measured).
 
 The last line is ``textarena_envs_ok=<n> openenv_ok=<0|1> openenv_served_ok=<0|1>
 verifiers_envs_ok=<m> unexpected_extension_breaks=<k> trained_gain=<g>`` (issue #37).
@@ -27,8 +30,10 @@ verifiers_envs_ok=<m> unexpected_extension_breaks=<k> trained_gain=<g>`` (issue 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -108,10 +113,38 @@ def main() -> None:
     served_ok = _served(examples)
     verifiers_ok, verifiers_breaks = _verifiers(examples)
     breaks += engine_breaks + verifiers_breaks
+    gain = float("nan")
+    if args.train or args.run:
+        gain = trained_gain(Path(args.run) if args.run else _train())
     print(
         f"textarena_envs_ok={ok} openenv_ok={openenv_ok} openenv_served_ok={served_ok} "
-        f"verifiers_envs_ok={verifiers_ok} unexpected_extension_breaks={breaks} trained_gain=nan"
+        f"verifiers_envs_ok={verifiers_ok} unexpected_extension_breaks={breaks} trained_gain={'nan' if gain != gain else f'{gain:+.3f}'}"
     )
+
+
+def _train() -> Path:
+    """A default ``envs.interop.textarena_train`` run in a fresh folder; returns the folder."""
+    import tempfile
+
+    import training
+    from envs.interop.textarena_train import TextArenaTrainConfig
+
+    folder = Path(tempfile.mkdtemp(prefix="interop_train_"))
+    training.train(training.parse_config(TextArenaTrainConfig, [f"log_path={folder}", "progress=False"]))
+    return folder
+
+
+def trained_gain(folder: Path) -> float:
+    """Held-out mean reward after RL minus the untrained policy's (each stage printed)."""
+    rows = [json.loads(line) for line in (folder / "eval.jsonl").read_text().splitlines() if line.strip()]
+    by_stage = {r.get("stage"): r for r in rows}  # the last row of each stage
+    for stage in ("untrained", "warm_start", "rl"):
+        if stage in by_stage:
+            row = by_stage[stage]
+            print(f"trained: {stage} (step {row['step']}): held-out reward {row['eval/reward/mean']:.3f}")
+    if "untrained" not in by_stage or "rl" not in by_stage:
+        raise SystemExit(f"{folder}: no untrained and rl evaluations in eval.jsonl")
+    return float(by_stage["rl"]["eval/reward/mean"]) - float(by_stage["untrained"]["eval/reward/mean"])
 
 
 def _extension_failed(report) -> int:
