@@ -522,6 +522,15 @@ def _check_self_play_quick(cwd: Path) -> None:
     assert "deadlocks=0" in proc.stdout.strip().splitlines()[-1], proc.stdout[-2000:]
 
 
+def _check_textarena_train_keys(cwd: Path) -> None:
+    """The keys parse into the recipe's config (a run: tests/test_interop_textarena_train.py)."""
+    from envs.interop.textarena_train import TextArenaTrainConfig
+    from training import parse_config
+
+    config = parse_config(TextArenaTrainConfig, ["log_path=/tmp/ta_run", "progress=False"])
+    assert config.log_path == "/tmp/ta_run" and not config.progress and config.game == "GuessTheNumber-v0"
+
+
 COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
     'make train ARGS="seed=1"': _check_make_train_args,
@@ -578,6 +587,8 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.check textarena:GuessTheNumber-v0": _elsewhere(
         "tests/test_interop_textarena.py", 'OFFLINE_GAMES = ["GuessTheNumber-v0"'
     ),
+    "python -m envs.interop.textarena_train": _help("envs.interop.textarena_train"),
+    "python -m envs.interop.textarena_train log_path=/tmp/ta_run progress=False": _check_textarena_train_keys,
     "python -m envs.interop.openenv_demo --port 8000": _elsewhere(
         "tests/test_interop_openenv.py", 'DEMO = ["-m", "envs.interop.openenv_demo"]'
     ),
