@@ -49,7 +49,8 @@ def load_target(spec: str) -> Any:
     package declares, see ``python -m envs.list``, or another framework's env: ``textarena:<GameId>``,
     ``openenv:<server url>``, ``verifiers:<name>``) and turn it into
     an env source for :func:`check_conformance`."""
-    if spec.startswith(("textarena:", "openenv:", "verifiers:")):  # another framework's env, through its adapter
+    # another framework's env, through its adapter
+    if spec.startswith(("textarena:", "openenv:", "verifiers:")):
         from envs.gym import env_source
 
         return env_source(spec)
