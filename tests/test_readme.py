@@ -527,8 +527,9 @@ def _check_textarena_train_keys(cwd: Path) -> None:
     from envs.interop.textarena_train import TextArenaTrainConfig
     from training import parse_config
 
-    config = parse_config(TextArenaTrainConfig, ["log_path=/tmp/ta_run", "progress=False"])
-    assert config.log_path == "/tmp/ta_run" and not config.progress and config.game == "GuessTheNumber-v0"
+    command = next(c for c in COMMANDS if c.startswith("python -m envs.interop.textarena_train log_path="))
+    config = parse_config(TextArenaTrainConfig, command.split()[3:])
+    assert config.log_path == "/tmp/ta_run2" and config.warm_start.steps == 4 and config.eval_games == 16
 
 
 COMMANDS: dict[str, Callable[[Path], None]] = {
@@ -588,7 +589,10 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
         "tests/test_interop_textarena.py", 'OFFLINE_GAMES = ["GuessTheNumber-v0"'
     ),
     "python -m envs.interop.textarena_train": _help("envs.interop.textarena_train"),
-    "python -m envs.interop.textarena_train log_path=/tmp/ta_run progress=False": _check_textarena_train_keys,
+    "python -m envs.interop.textarena_train log_path=/tmp/ta_run2 progress=False warm_start.episodes=32 "
+    "warm_start.steps=4 warm_start.batch_size=8 max_steps=2 eval_every=2 batch_size=2 group_size=4 eval_games=16": (
+        _check_textarena_train_keys
+    ),
     "python -m envs.interop.openenv_demo --port 8000": _elsewhere(
         "tests/test_interop_openenv.py", 'DEMO = ["-m", "envs.interop.openenv_demo"]'
     ),
