@@ -46,9 +46,11 @@ def _instantiate(cls: type, what: str) -> Any:
 
 def load_target(spec: str) -> Any:
     """Import ``module:attribute`` (or take an installed env id, ``turngym/Math-v0`` or one a
-    package declares, see ``python -m envs.list``, or a ``textarena:<GameId>`` id) and turn it into
+    package declares, see ``python -m envs.list``, or another framework's env: ``textarena:<GameId>``,
+    ``openenv:<server url>``, ``verifiers:<name>``) and turn it into
     an env source for :func:`check_conformance`."""
-    if spec.startswith("textarena:"):  # another framework's env, through its adapter
+    # another framework's env, through its adapter
+    if spec.startswith(("textarena:", "openenv:", "verifiers:")):
         from envs.gym import env_source
 
         return env_source(spec)
@@ -57,10 +59,6 @@ def load_target(spec: str) -> Any:
 
         if spec not in ENV_IDS:
             raise TargetError(f"unknown id {spec!r}; installed: {', '.join(ENV_IDS)}")
-        return env_source(spec)
-    if spec.startswith("textarena:"):  # another framework's env, through its adapter
-        from envs.gym import env_source
-
         return env_source(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

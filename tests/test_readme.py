@@ -47,7 +47,7 @@ DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 PYTHON_BLOCKS = {
     "env", "conform", "train", "tool-env", "tool-conform", "tool-script", "gym",
-    "textarena", "toolbox", "nim", "protocol-builder", "protocol-scripted",
+    "textarena", "toolbox", "nim", "protocol-builder", "protocol-scripted", "verifiers",
 }  # fmt: skip
 """Every python block of the docs, by its ``<!-- example:NAME -->`` marker; each runs below..."""
 PYTHON_BLOCKS_ELSEWHERE = {"cookbook": "tests/test_cookbook_offline.py"}
@@ -188,6 +188,14 @@ def test_textarena_block_builds_a_group_and_a_source() -> None:
     exec(compile(_block("textarena"), "docs/interop.md", "exec"), namespace)
     assert isinstance(namespace["builder"], EnvGroupBuilder)
     assert callable(namespace["source"])
+
+
+def test_verifiers_block_builds_a_group_and_a_source() -> None:
+    namespace: dict = {}
+    exec(compile(_block("verifiers"), "docs/interop.md", "exec"), namespace)
+    envs = anyio.run(namespace["builder"].make_envs)
+    assert len(envs) == 4 and [t["name"] for t in envs[0].tools] == ["add", "multiply"]
+    assert namespace["source"](5).index == 5
 
 
 def test_toolbox_block_answers_a_call() -> None:
@@ -514,6 +522,16 @@ def _check_self_play_quick(cwd: Path) -> None:
     assert "deadlocks=0" in proc.stdout.strip().splitlines()[-1], proc.stdout[-2000:]
 
 
+def _check_textarena_train_keys(cwd: Path) -> None:
+    """The keys parse into the recipe's config (a run: tests/test_interop_textarena_train.py)."""
+    from envs.interop.textarena_train import TextArenaTrainConfig
+    from training import parse_config
+
+    command = next(c for c in COMMANDS if c.startswith("python -m envs.interop.textarena_train log_path="))
+    config = parse_config(TextArenaTrainConfig, command.split()[3:])
+    assert config.log_path == "/tmp/ta_run2" and config.warm_start.steps == 4 and config.eval_games == 16
+
+
 COMMANDS: dict[str, Callable[[Path], None]] = {
     "make train": _make_dry_run("train", "python -m envs.twenty_questions.train"),
     'make train ARGS="seed=1"': _check_make_train_args,
@@ -569,6 +587,23 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.check": _usage("envs.check"),
     "python -m envs.check textarena:GuessTheNumber-v0": _elsewhere(
         "tests/test_interop_textarena.py", 'OFFLINE_GAMES = ["GuessTheNumber-v0"'
+    ),
+    "python -m envs.interop.textarena_train": _help("envs.interop.textarena_train"),
+    "python -m envs.interop.textarena_train log_path=/tmp/ta_run2 progress=False warm_start.episodes=32 "
+    "warm_start.steps=4 warm_start.batch_size=8 max_steps=2 eval_every=2 batch_size=2 group_size=4 eval_games=16": (
+        _check_textarena_train_keys
+    ),
+    "python -m envs.interop.openenv_demo --port 8000": _elsewhere(
+        "tests/test_interop_openenv.py", 'DEMO = ["-m", "envs.interop.openenv_demo"]'
+    ),
+    "python -m envs.check openenv:http://127.0.0.1:8000": _elsewhere(
+        "tests/test_interop_openenv.py", 'load_target(f"openenv:{server}")'
+    ),
+    "python -m envs.serve textarena:GuessTheNumber-v0 --port 8000": _elsewhere(
+        "tests/test_interop_openenv.py", 'SERVED = ["-m", "envs.serve", "textarena:GuessTheNumber-v0"]'
+    ),
+    "python -m envs.check verifiers:arith-retry": _elsewhere(
+        "tests/test_interop_verifiers.py", 'load_target("verifiers:arith-retry")'
     ),
     "python -m envs.tictactoe.train": _help("envs.tictactoe.train"),
     "python -m envs.tictactoe.train train_opponents=self,random": _check_tictactoe_keys,

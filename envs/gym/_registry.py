@@ -204,11 +204,20 @@ def _load(spec: str) -> Any:
 
 def env_source(env_id: str, **config: Any) -> EnvSource:
     """The env source behind ``env_id`` (a builder, dataset or factory), for ``config``; also
-    another framework's env through its adapter (``textarena:<GameId>``, see :mod:`envs.interop`)."""
+    another framework's env through its adapter (``textarena:<GameId>``, ``openenv:<server url>``,
+    ``verifiers:<name>``, see :mod:`envs.interop`)."""
     if env_id.startswith("textarena:"):
         from envs.interop.textarena import textarena_source
 
         return textarena_source(env_id, **config)
+    if env_id.startswith("openenv:"):
+        from envs.interop.openenv import openenv_source
+
+        return openenv_source(env_id, **config)
+    if env_id.startswith("verifiers:"):
+        from envs.interop.verifiers import verifiers_source
+
+        return verifiers_source(env_id, **config)
     return _load(_entry(env_id).source)(**config)
 
 
