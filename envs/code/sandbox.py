@@ -930,6 +930,12 @@ _workers = _Workers()
 os.register_at_fork(after_in_child=_workers._after_fork)
 
 
+_ANSWER_S = 120.0
+"""How long a run waits for each answer of the spawner (its process id, then its end) beyond the
+run's own limits, which the supervisor enforces; generous, as a loaded machine starts processes
+slowly."""
+
+
 class _Process:
     """A run's process as seen through its channel to the spawner: started, ended, killed."""
 
@@ -957,20 +963,28 @@ class _Process:
                 return {}
             return answer if isinstance(answer, dict) else {}
 
+    async def _answer(self, seconds: float = _ANSWER_S) -> dict[str, Any]:
+        """The next answer, ``{}`` after ``seconds`` without one: a lost answer must cost a run,
+        never hang the rollout that waits for it."""
+        with anyio.move_on_after(seconds):
+            return await self._message()
+        return {}
+
     async def started(self) -> None:
         """Wait for the process id (raises :class:`_StartError` with the spawner's reason)."""
-        answer = await self._message()
+        answer = await self._answer()
         if "pid" not in answer:
             why = answer.get("error", "the spawner ended")
             raise _StartError(f"could not start the sandbox: {why}")
         self.pid = int(answer["pid"])
 
-    async def wait(self) -> None:
-        """Wait until the process has ended (the spawner keeps it unreaped until :meth:`release`)."""
+    async def wait(self, limit_s: float) -> None:
+        """Wait until the process has ended (the spawner keeps it unreaped until :meth:`release`);
+        ``limit_s``: the run's own time limit, which the supervisor enforces."""
         if self.ended:
             return
-        answer = await self._message()
-        if not answer.get("exited"):  # the spawner died: nobody holds the process any more
+        answer = await self._answer(limit_s + _ANSWER_S)
+        if not answer.get("exited"):  # the spawner died or went silent: nobody holds the process
             self.kill()
         self.ended = True
 
@@ -1023,7 +1037,7 @@ class _Run:
         try:
             await proc.started()
             await self._read(proc, out_fd)
-            await proc.wait()
+            await proc.wait(self.limits.timeout_s)
             await self._drain(out_fd)
         except _StartError as e:
             start_error = str(e)
@@ -1034,7 +1048,7 @@ class _Run:
                         await proc.started()
                 if proc.pid is not None and not proc.ended:  # not reaped: its group id is still its own
                     proc.kill()
-                    await proc.wait()
+                    await proc.wait(self.limits.timeout_s)
                     await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
                 reports = await _workers.run(self._finish, out_fd, status_fd)
                 proc.release()
