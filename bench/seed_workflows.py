@@ -15,8 +15,8 @@ Run: ``nice .venv/bin/python bench/seed_workflows.py [--out runs/bench_workflows
 nothing). Each stage resumes from its folder under ``--out``. The last line is
 ``rm_heldout_accuracy=<a> rlhf_heldout_win_gain=<b> distill_recovery=<c> sweep_runs=<n>
 inspect_samples=<m>``; goals (full run): a >= 0.75, b >= 0.1, c >= 0.7, n >= 6, m >= 20.
-Figures and the machine they were measured on go to the envs' ``NOTES.md`` (``envs/distill/NOTES.md``),
-not here.
+Each stage prints its minutes and the load average after it. Figures, with the machine and the
+load they were measured at, go to ``docs/measurements.md``, not here.
 """
 
 from __future__ import annotations

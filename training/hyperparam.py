@@ -18,9 +18,10 @@ DPO is the exception the docs spell out: their ``1e-5`` .. ``1e-6`` (the cookboo
 30-500 times below ``get_lr``'s SL rate for the same model: DPO's loss keeps pushing the
 chosen-minus-rejected log-ratio, and a small rate keeps the policy near its reference over that
 long a run. A short local run on the shipped comparisons (a few steps over a few dozen pairs) moves
-little at those rates; our ``dpo`` default is the best rate of a measured sweep on the embedded
-model (``python -m training.sweep envs.judge.preference dpo_learning_rate=...``; figures in
-``docs/measurements.md``). It is not a service rate: on a service start in the docs' range and sweep.
+little at those rates, so our ``dpo`` default is higher; set it from a sweep on the embedded model
+(``python -m training.sweep envs.judge.preference dataset=... dpo_learning_rate=...``; what is
+measured so far: ``docs/measurements.md``). It is not a service rate: on a service start in the
+docs' range and sweep.
 """
 
 from __future__ import annotations
