@@ -15,8 +15,8 @@ Run: ``nice .venv/bin/python bench/seed_workflows.py [--out runs/bench_workflows
 nothing). Each stage resumes from its folder under ``--out``. The last line is
 ``rm_heldout_accuracy=<a> rlhf_heldout_win_gain=<b> distill_recovery=<c> sweep_runs=<n>
 inspect_samples=<m>``; goals (full run): a >= 0.75, b >= 0.1, c >= 0.7, n >= 6, m >= 20.
-Figures and the machine they were measured on go to the envs' ``NOTES.md`` (``envs/distill/NOTES.md``),
-not here.
+Each stage prints its minutes and the load average after it. Figures, with the machine and the
+load they were measured at, go to ``docs/measurements.md``, not here.
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ QUICK_DISTILL = ["lora_rank=2", "steps=1", "max_tokens=3"]
 
 
 def run(args: list[str], log: Path) -> float:
-    """``python -m <args>`` from the repository root, output to ``log``; returns seconds (exits on failure)."""
+    """``python -m <args>`` from the repository root, output to ``log``; returns seconds (exits on
+    failure) and prints the stage's minutes and the load average over it (a stage's time on a loaded
+    machine is not its time on an idle one)."""
     t0 = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with log.open("w") as out:
@@ -59,7 +61,13 @@ def run(args: list[str], log: Path) -> float:
     if rc != 0:
         print(f"[bench] python -m {' '.join(args[:2])} failed (exit {rc}); see {log}", file=sys.stderr)
         raise SystemExit(1)
-    return time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    one, five, fifteen = os.getloadavg()
+    print(
+        f"[bench] {args[0]}: {seconds / 60:.1f} min; load average after it {one:.1f} / {five:.1f} / {fifteen:.1f}",
+        flush=True,
+    )
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:

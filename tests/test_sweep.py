@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from training.hyperparam import LOCAL_LEARNING_RATES, learning_rate
-from training.sweep import SweepRun, best_rate, grid, main, read_run
+from training.sweep import SweepRun, best_rate, folder_names, grid, main, rate_key, read_run
 
 
 def test_grid_is_the_product_in_argument_order() -> None:
@@ -23,6 +23,18 @@ def test_grid_is_the_product_in_argument_order() -> None:
     ]
     with pytest.raises(ValueError, match="expected key=value"):
         grid(["learning_rate"])
+
+
+def test_folder_names_keep_the_varying_keys_and_the_rate() -> None:
+    points = grid(["dpo_learning_rate=1e-5,1e-4", "dataset=data/c.jsonl", "model_name=org/m", "seed=0,1"])
+    assert folder_names(points) == [
+        "dpo_learning_rate=1e-5_seed=0",
+        "dpo_learning_rate=1e-5_seed=1",
+        "dpo_learning_rate=1e-4_seed=0",
+        "dpo_learning_rate=1e-4_seed=1",
+    ]
+    assert folder_names(grid(["learning_rate=3e-4", "model_name=org/m"])) == ["learning_rate=3e-4"]
+    assert folder_names(grid(["max_steps=2"])) == ["default"]
 
 
 def test_best_rate_averages_seeds_and_knows_the_direction(tmp_path: Path) -> None:
@@ -37,6 +49,29 @@ def test_best_rate_averages_seeds_and_knows_the_direction(tmp_path: Path) -> Non
     assert best_rate(wins) == (1e-4, pytest.approx(0.55), "eval/win")
     nll = [run("1e-4", "0", "train_mean_nll", 2.0), run("1e-3", "0", "train_mean_nll", 1.0)]
     assert best_rate(nll) == (1e-3, 1.0, "train_mean_nll")
+
+
+def test_a_pipelines_rate_key_and_stage_folder_are_found(tmp_path: Path) -> None:
+    assert rate_key({"dpo_learning_rate": "1e-5", "seed": "0"}) == "dpo_learning_rate"
+    assert rate_key({"learning_rate": "1e-4", "rm_learning_rate": "1e-3"}) == "learning_rate"
+    assert rate_key({"rm_learning_rate": "1", "dpo_learning_rate": "2"}) is None  # ambiguous
+    (tmp_path / "sl").mkdir()
+    (tmp_path / "dpo").mkdir()
+    (tmp_path / "sl" / "metrics.jsonl").write_text(json.dumps({"step": 0, "train_mean_nll": 1.0}) + "\n")
+    rows = [
+        {"step": 0, "heldout/accuracy": 0.5},
+        {"step": 3, "dpo_loss": 0.6},
+        {"step": 6, "heldout/accuracy": 0.75},
+    ]
+    (tmp_path / "dpo" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_run(tmp_path, "heldout/accuracy") == ("heldout/accuracy", 0.75, [(0.0, 0.5), (6.0, 0.75)])
+    assert read_run(tmp_path, "heldout/missing")[1] is None
+    assert read_run(tmp_path)[1] is None  # no metric named: the folder itself only
+    runs = [
+        SweepRun({"dpo_learning_rate": lr}, tmp_path, "done", "heldout/accuracy", v)
+        for lr, v in (("1e-5", 0.5), ("1e-4", 0.8))
+    ]
+    assert best_rate(runs) == (1e-4, 0.8, "heldout/accuracy")
 
 
 def test_sweep_runs_resumes_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -173,6 +173,17 @@ def test_rerun_with_same_log_path_resumes_without_duplicates(two_step_run: Path)
     assert states == ["000003", "000004"]
 
 
+def test_resuming_a_run_stopped_before_its_final_save_saves_its_sampler(tmp_path: Path) -> None:
+    training.train(ToyConfig(log_path=str(tmp_path), max_steps=2, eval_every=0, progress=False))
+    lines = (tmp_path / "checkpoints.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["batch"] == 1 and not json.loads(lines[0]).get("sampler_path")
+    (tmp_path / "checkpoints.jsonl").write_text(lines[0] + "\n")  # stopped after step 0
+    summary = training.train(ToyConfig(log_path=str(tmp_path), max_steps=1, eval_every=0, progress=False))
+    assert summary.start_step == 1 and summary.end_step == 1  # nothing left to train
+    record = last_checkpoint(tmp_path)
+    assert record is not None and record.batch == 1 and (record.sampler_path or "").startswith("local://")
+
+
 def test_resume_false_refuses_a_used_folder(two_step_run: Path) -> None:
     with pytest.raises(training.RunFolderError):
         training.train(ToyConfig(log_path=str(two_step_run), max_steps=5, resume=False, progress=False))

@@ -541,6 +541,8 @@ class _Run:
                         break
             if config.eval_every and test_ds is not None:
                 await self._evaluate(end, test_ds)
+        if record is not None and start >= end and not record.sampler_path:
+            await self._save(end, final=True)  # a run stopped before its final save: its sampler weights
         self.display = None
         rows = self.eval_log.rows()
         warm = read_json(log_path / WARM_START_FILE)

@@ -12,6 +12,16 @@ Adam the update of ``B @ A`` grows with that scale, so the same rate moves a ran
 as far on both (scale 2 each); at rank 32 a service's scale is 1, so double the rate to match,
 and in general multiply by ``2 * rank / 32``. Across models the rate also depends on the width
 (the cookbook's ``get_lr`` formula): sweep again on the service model, starting from ``get_lr``.
+
+DPO is the exception the docs spell out: their ``1e-5`` .. ``1e-6`` (the cookbook DPO recipe's
+``1e-5``) are LoRA rates on a service for runs of hundreds of steps over thousands of pairs, some
+30-500 times below ``get_lr``'s SL rate for the same model: DPO's loss keeps pushing the
+chosen-minus-rejected log-ratio, and a small rate keeps the policy near its reference over that
+long a run. A short local run on the shipped comparisons (a few steps over a few dozen pairs) moves
+little at those rates, so our ``dpo`` default is higher; set it from a sweep on the embedded model
+(``python -m training.sweep envs.judge.preference dataset=... dpo_learning_rate=...``; what is
+measured so far: ``docs/measurements.md``). It is not a service rate: on a service start in the
+docs' range and sweep.
 """
 
 from __future__ import annotations

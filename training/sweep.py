@@ -16,8 +16,11 @@ else the last ``test/nll``-like ``metrics.jsonl`` value or ``train_mean_nll`` (l
 for SL runs, ours or the cookbook's) and its curve over steps; writes ``sweep.csv`` and
 ``sweep.md`` (one row per run), and ``lr_sweep.png`` (the U-curve: the metric against the rate,
 each seed and their mean, log scale; beside it every run's curve); prints the table and names the
-best rate (best mean over seeds). The last line is ``sweep_runs=<n> best_learning_rate=<lr>
-<metric>=<value>``.
+best rate (best mean over seeds). The rate is the ``learning_rate`` key, or the one key ending in
+``learning_rate`` (``dpo_learning_rate`` of ``envs.judge.preference``); a pipeline keeps its
+training runs in stage folders, which ``--metric`` reaches (e.g. DPO's held-out
+``--metric heldout/accuracy``, read from ``<point>/dpo/metrics.jsonl``). The last line is
+``sweep_runs=<n> best_learning_rate=<lr> <metric>=<value>``.
 
 A rate found on the embedded model is a LoRA rate (``lora_alpha = 2 x rank`` locally, a scale
 of 2); on a service LoRA scales by its own alpha (32 by default, ``alpha / rank``), and the rates
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SweepRun", "collect", "grid", "main", "read_run", "run_sweep"]
+__all__ = ["SweepRun", "collect", "folder_names", "grid", "main", "rate_key", "read_run", "run_sweep"]
 
 DONE_FILE = "sweep_run.json"
 """Written in a run folder when its command finished (status and exit code)."""
@@ -71,8 +74,16 @@ def grid(args: Sequence[str]) -> list[dict[str, str]]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def _folder_name(params: dict[str, str]) -> str:
-    return "_".join(f"{k.replace('.', '-')}={v}" for k, v in params.items()) or "default"
+def folder_names(points: Sequence[dict[str, str]]) -> list[str]:
+    """Each point's run folder name: its values of the keys that vary over the grid and of the rate
+    key (a fixed ``dataset=data/x.jsonl`` or ``model_name=org/model`` stays out of it), ``/`` and
+    ``.`` in keys made ``-``."""
+    varying = {k for k in {k for p in points for k in p} if len({p.get(k) for p in points}) > 1}
+    names = []
+    for p in points:
+        keep = [k for k in p if k in varying or k == rate_key(p)]
+        names.append("_".join(f"{k.replace('.', '-')}={p[k].replace('/', '-')}" for k in keep) or "default")
+    return names
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -95,7 +106,23 @@ def lower_is_better(metric: str) -> bool:
 def read_run(
     log_path: Path, metric: str | None = None
 ) -> tuple[str | None, float | None, list[tuple[float, float]]]:
-    """``(metric name, held-out value, curve)`` of a run folder (ours or the cookbook's)."""
+    """``(metric name, held-out value, curve)`` of a run folder (ours or the cookbook's). A
+    pipeline's folder (``envs.judge.preference``, ``envs.judge.rlhf``) keeps its runs in stage
+    folders: with ``metric`` given and not in the folder itself, the first stage folder
+    (``log_path/<stage>/``, in name order) whose ``eval.jsonl`` or ``metrics.jsonl`` has it answers."""
+    found = _read_folder(log_path, metric)
+    if found[1] is not None or not metric:
+        return found
+    for stage in sorted(p for p in log_path.iterdir() if p.is_dir()) if log_path.is_dir() else []:
+        name, value, curve = _read_folder(stage, metric)
+        if value is not None:
+            return name, value, curve
+    return found
+
+
+def _read_folder(
+    log_path: Path, metric: str | None
+) -> tuple[str | None, float | None, list[tuple[float, float]]]:
     evals, metrics = _rows(log_path / "eval.jsonl"), _rows(log_path / "metrics.jsonl")
     candidates = [metric] if metric else ["eval/win_rate", "eval/reward/mean"]
     for name in candidates:
@@ -122,7 +149,7 @@ def run_sweep(
     extra_env: dict[str, str] | None = None,
 ) -> list[SweepRun]:
     """Run every point not done yet (``jobs`` at a time); returns the runs."""
-    runs = [SweepRun(dict(p), root / _folder_name(p)) for p in points]
+    runs = [SweepRun(dict(p), root / name) for p, name in zip(points, folder_names(points), strict=True)]
     pending: list[tuple[SweepRun, subprocess.Popen[bytes], float]] = []
     env = {**os.environ, **(extra_env or {})}
 
@@ -167,8 +194,18 @@ def collect(runs: Sequence[SweepRun], metric: str | None = None) -> None:
         run.metric, run.value, run.curve = read_run(run.log_path, metric)
 
 
+def rate_key(params: dict[str, str]) -> str | None:
+    """The grid key that is the learning rate: ``learning_rate``, else the one key ending in
+    ``learning_rate`` (``dpo_learning_rate``, ``rm_learning_rate``, ...); None if there is none."""
+    if "learning_rate" in params:
+        return "learning_rate"
+    keys = [k for k in params if k.endswith("learning_rate")]
+    return keys[0] if len(keys) == 1 else None
+
+
 def _lr(run: SweepRun) -> float:
-    return float(run.params.get("learning_rate", "nan"))
+    key = rate_key(run.params)
+    return float(run.params[key]) if key else math.nan
 
 
 def best_rate(runs: Sequence[SweepRun]) -> tuple[float, float, str] | None:
@@ -275,7 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(ns.root or Path("runs") / "sweep" / ns.module).expanduser()
     root.mkdir(parents=True, exist_ok=True)
     if ns.collect_only:
-        runs = [SweepRun(p, root / _folder_name(p), status="collected") for p in points]
+        runs = [
+            SweepRun(p, root / name, status="collected")
+            for p, name in zip(points, folder_names(points), strict=True)
+        ]
     else:
         runs = run_sweep(ns.module, points, root, launcher=ns.launcher, jobs=ns.jobs)
     collect(runs, ns.metric)
@@ -286,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = best_rate(runs)
     finished = sum(r.status == "done" for r in runs)
     if best is None:
-        print(f"sweep_runs={finished} best_learning_rate=none (no run has a metric and a learning_rate)")
+        print(f"sweep_runs={finished} best_learning_rate=none (no run has a metric and a *learning_rate key)")
         return 1
     lr, value, metric = best
     print(f"sweep_runs={finished} best_learning_rate={lr:g} {metric}={value:.4g}")

@@ -332,7 +332,11 @@ async def _answers(client: Any, tasks: Sequence[Any], config: RlhfConfig, render
         message, _ = renderer.parse_response(list(response.sequences[0].tokens))
         return get_text_content(message).strip()
 
-    return [list(await asyncio.gather(*(one(t, s) for s in range(config.eval_samples)))) for t in tasks]
+    n = config.eval_samples
+    flat = await asyncio.gather(
+        *(one(t, s) for t in tasks for s in range(n))
+    )  # one batch: the sampler batches it
+    return [list(flat[i * n : (i + 1) * n]) for i in range(len(tasks))]
 
 
 async def _judgement(
@@ -355,21 +359,29 @@ async def _judgement(
     rl_answers = await _answers(client(rl_path), tasks, config, renderer)
     rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
     rules = RuleJudge()
-    held_out, by_rm, correct_sl, correct_rl = [], [], [], []
+    held_out, comparisons, correct_sl, correct_rl = [], [], [], []
     for task, sl, rl in zip(tasks, sl_answers, rl_answers, strict=True):
         for a, b in zip(rl, sl, strict=True):
             choice, _ = rules.verdict(a, b, task.reference)
             held_out.append({"A": 1.0, "B": 0.0}.get(choice, 0.5))
-            comparison = Comparison(
-                prompt_conversation=list(task.messages),
-                completion_A=[{"role": "assistant", "content": a}],
-                completion_B=[{"role": "assistant", "content": b}],
+            comparisons.append(
+                Comparison(
+                    prompt_conversation=list(task.messages),
+                    completion_A=[{"role": "assistant", "content": a}],
+                    completion_B=[{"role": "assistant", "content": b}],
+                )
             )
-            first, second = await rm(comparison), await rm(comparison.swap())
-            by_rm.append(((first < 0) + (first == 0) * 0.5 + (second > 0) + (second == 0) * 0.5) / 2)
             if task.reference:
                 correct_rl.append(CHECKS["correct"](a, task.reference))
                 correct_sl.append(CHECKS["correct"](b, task.reference))
+    # the RL answer is A, then B (the swap): a win is A first and B second, a tie counts 1/2
+    scores = await asyncio.gather(
+        *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
+    )
+    by_rm = [
+        ((first < 0) + (first == 0) * 0.5 + (second > 0) + (second == 0) * 0.5) / 2
+        for first, second in zip(scores[0::2], scores[1::2], strict=True)
+    ]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
     return {
         "pairs": len(held_out),
