@@ -14,11 +14,8 @@ embedded model, offline:
    default judge is ``rules`` (:mod:`envs.judge.rules`): it prefers the answer that gives one of
    the prompt's reference answers, then a finished one, then the shorter one, so the labels are
    deterministic and share a property (short, direct answers) that DPO can learn on some prompts
-   and show on others. The embedded SmolLM2-135M as judge (``judge=local:HuggingFaceTB/SmolLM2-135M-Instruct
-   judge_samples=4``) is close to a coin toss here (it prefers "Florence is the capital of
-   Italy." to "Rome is ...", and splits identical answers): DPO fits its labels on the train
-   pairs and the held-out loss goes up (0.6931 -> 0.7041, margin -0.21, 33/12 pairs). They are written in the format the cookbook's DPO builders read
-   (``ComparisonBuilderFromJsonl``: ``{"comparison": {"prompt_conversation", "completion_A",
+   and show on others (the embedded model as judge is close to a coin toss here: ``NOTES.md``).
+   The pairs are written in the format the cookbook's DPO builders read (``ComparisonBuilderFromJsonl``: ``{"comparison": {"prompt_conversation", "completion_A",
    "completion_B"}, "label"}``): ``pairs/train.jsonl`` and, from held-out prompts,
    ``pairs/test.jsonl``.
 3. **DPO**: ``tinker_cookbook.preference.train_dpo.main``, unchanged, inside
@@ -29,15 +26,6 @@ embedded model, offline:
 It ends with ``dpo_loss_first=<held-out loss at the reference> dpo_loss_last=<held-out loss
 after DPO> dpo_margin_gain=<held-out margin gain>`` and writes ``summary.json``. Every stage
 writes under ``log_path`` and is skipped when its output exists, so a rerun resumes.
-
-Figures (defaults, SmolLM2-135M, in ``bench/cookbook_offline.py``, commit 0cfe19c; 2 shared CPU
-cores at load ~7): SL loss/token 1.814 -> 0.406; 48 prompts, 16 held out, 2 groups of 4 answers
-each: 96 train / 57 held-out pairs in 72 s (the same files on every run; decided by the reference
-answer in 46 / 20 of them, by length in 44 / 32, by a finished answer in 6 / 5; the chosen answer
-is the shorter in 74 / 46). DPO, 12 steps at lr 2e-4: train loss 0.6931 -> 0.6230; held-out loss
-0.6931 -> 0.6730 (step 6) -> 0.6625 (step 11) -> 0.6619 (final weights), log-ratio margin gain
-+0.43 -> +0.68 -> +0.70, accuracy 0.63; the pipeline took 655 s at that load. From the same pairs,
-lr 1e-4 ends at 0.6807 / +0.26.
 """
 
 from __future__ import annotations
