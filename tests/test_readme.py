@@ -578,6 +578,7 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.viewer <folder>": _usage("envs.viewer"),
     "python -m envs.viewer <run>": _usage("envs.viewer"),
     "python -m envs.play <id>": _usage("envs.play"),
+    "python -m envs.serve <id>": _elsewhere("tests/test_interop_openenv.py", 'SERVED = ["-m", "envs.serve"'),
     "python -m training.sweep": _usage("training.sweep"),
     "python -m envs.viewer <run folder>": _usage("envs.viewer"),
     "make test-browser": _make_dry_run("test-browser", "tests/test_viewer_browser.py"),
