@@ -45,6 +45,10 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="the first 6 single-player games, 1 episode each"
     )
+    parser.add_argument(
+        "--train", action="store_true", help="also train on one game and report trained_gain (minutes)"
+    )
+    parser.add_argument("--run", help="read trained_gain from this finished textarena_train run folder")
     args = parser.parse_args()
     if args.quick:
         args.examples = 1
