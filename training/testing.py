@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import chz
-from tinker_cookbook.rl.types import Env, EnvGroupBuilder
 
 from training._cli import run_cli
 from training._config import Config
 
 if TYPE_CHECKING:
-    from tinker_cookbook.rl.types import RLDatasetBuilder
+    from tinker_cookbook.rl.types import EnvGroupBuilder, RLDatasetBuilder
 
 TINY_MODEL = "turngym/tiny-random-llama"
 _PROMPT = [1, 9690, 198]  # "<|im_start|>system\n"-like prefix; any ids work
@@ -141,37 +140,14 @@ def parity_builders(n: int, *, group_size: int = 4, turns: int = 2, offset: int 
     return anyio.run(build)
 
 
-class KillWorkerOnce(EnvGroupBuilder):
-    """A group builder that SIGKILLs the worker process building it, once: the first
-    ``make_envs`` outside the trainer's process (``trainer_pid``) that finds no ``marker`` file
-    creates it and kills its own process; every other call builds ``inner``'s envs. Tests and
-    ``bench/executor.py`` use it to kill rollout workers mid-batch, deterministically."""
+def __getattr__(name: str) -> Any:
+    """``KillWorkerOnce`` on first use: it subclasses the cookbook's ``EnvGroupBuilder``, and a
+    config's CLI parsing imports this module without the cookbook (``test_cli_parsing_imports_nothing_heavy``)."""
+    if name == "KillWorkerOnce":
+        from training._kill_worker import KillWorkerOnce
 
-    def __init__(self, inner: EnvGroupBuilder, marker: str, trainer_pid: int) -> None:
-        self.inner, self.marker, self.trainer_pid = inner, marker, trainer_pid
-
-    async def make_envs(self) -> Sequence[Env]:
-        """``inner``'s envs (after killing this worker, the first time)."""
-        import os
-        import signal
-        from pathlib import Path
-
-        if os.getpid() != self.trainer_pid and not Path(self.marker).exists():
-            Path(self.marker).touch()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return await self.inner.make_envs()
-
-    async def compute_group_rewards(self, trajectory_group: Any, env_group: Sequence[Env]) -> Any:
-        """``inner``'s group rewards."""
-        return await self.inner.compute_group_rewards(trajectory_group, env_group)
-
-    async def cleanup(self) -> None:
-        """``inner``'s cleanup."""
-        await self.inner.cleanup()
-
-    def logging_tags(self) -> list[str]:
-        """``inner``'s tags."""
-        return self.inner.logging_tags()
+        return KillWorkerOnce
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @chz.chz
