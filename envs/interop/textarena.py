@@ -242,11 +242,9 @@ class TextArenaGroup(EnvGroupBuilder):
 
     def renderer(self) -> Renderer:
         """The policy's renderer."""
-        from backend.model import SMOLLM2, register_tokenizers
-        from renderers_ext import load_renderer
+        from envs.interop._renderer import policy_renderer
 
-        register_tokenizers()
-        return load_renderer(self.renderer_name, self.model_name_for_tokenizer or SMOLLM2)
+        return policy_renderer(self.renderer_name, self.model_name_for_tokenizer)
 
     async def make_envs(self) -> Sequence[Env]:
         name = game_id(self.game)

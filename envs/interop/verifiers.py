@@ -333,11 +333,9 @@ class VerifiersGroup(EnvGroupBuilder):
 
     def renderer(self) -> Renderer:
         """The policy's renderer."""
-        from backend.model import SMOLLM2, register_tokenizers
-        from renderers_ext import load_renderer
+        from envs.interop._renderer import policy_renderer
 
-        register_tokenizers()
-        return load_renderer(self.renderer_name, self.model_name_for_tokenizer or SMOLLM2)
+        return policy_renderer(self.renderer_name, self.model_name_for_tokenizer)
 
     async def make_envs(self) -> Sequence[Env]:
         spec = load_spec(self.env)
