@@ -27,16 +27,20 @@ from __future__ import annotations
 
 import importlib
 import random
+import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
-from tinker_cookbook.rl.types import Env, EnvGroupBuilder
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StopReason
 
 from envs.core import ChatEnv, EnvLimits, Reply
+from envs.seats import STOP_SEAT_FAULT, Game, LoopConfig, Move, Seat, SeatedGroupBuilder
 
 PREFIX = "textarena:"
 """Prefix of the TurnGym ids of TextArena games (``textarena:Wordle-v0``)."""
@@ -44,6 +48,8 @@ METRIC_INVALID_MOVE = "textarena/invalid_move"
 """1.0 when the game ended on an invalid move (on the last step)."""
 METRIC_GAME_TURNS = "textarena/game_turns"
 """Turns the game counted (invalid moves it let the player retry are not counted), last step."""
+METRIC_RETRIED = "textarena/retried_move"
+"""Moves of a seat that TextArena ruled invalid and let it retry (multi-player games; summed)."""
 METRIC_BAD_REWARD = "textarena/reward_not_a_number"
 """1.0 when the game's final reward was not a number (some games pass ``set_invalid_move``'s
 arguments the wrong way round): the step's reward is then 0."""
@@ -54,6 +60,20 @@ NO_FEEDBACK = "(The game has no new message. Make your next move.)"
 
 _RNG_LOCK = threading.Lock()
 _T = TypeVar("_T")
+
+
+def _own_random(owner: Any, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` with ``owner._rng`` as the global ``random`` state (TextArena games draw from
+    it), under one lock: concurrent games each keep their own draws."""
+    with _RNG_LOCK:
+        outer = random.getstate()
+        if owner._rng is not None:
+            random.setstate(owner._rng)
+        try:
+            return fn(*args)
+        finally:
+            owner._rng = random.getstate()
+            random.setstate(outer)
 
 
 class TextArenaUnavailable(RuntimeError):
@@ -137,19 +157,7 @@ class TextArenaEnv(ChatEnv):
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` in a worker thread, with this env's own global-``random`` state."""
-
-        def run() -> _T:
-            with _RNG_LOCK:
-                outer = random.getstate()
-                if self._rng is not None:
-                    random.setstate(self._rng)
-                try:
-                    return fn(*args)
-                finally:
-                    self._rng = random.getstate()
-                    random.setstate(outer)
-
-        return await anyio.to_thread.run_sync(run)
+        return await anyio.to_thread.run_sync(_own_random, self, fn, *args)
 
     def _reset(self) -> str:
         import textarena as ta
@@ -257,9 +265,274 @@ class TextArenaGroup(EnvGroupBuilder):
         return ["textarena", game_id(self.game)]
 
 
-def textarena_source(game: str, group_size: int = 1, **fields: Any) -> Callable[[int], TextArenaGroup]:
+# --- multi-player games, through the multi-seat form (envs.seats) -----------------------------
+
+MAX_PLAYERS = 8
+"""The most players :func:`players_of` tries when it looks for a game's player count."""
+OPPONENTS = ("self", "random")
+"""Who holds the other seats of a multi-player game: the policy (self-play) or :class:`RandomMove`."""
+_PLAYERS: dict[str, int | None] = {}
+
+
+def players_of(name: str) -> int | None:
+    """How many players a TextArena game is played with: 1 for a single-player game, else the
+    fewest it accepts; None when the game cannot be built or reset here (the single-player path
+    then says why in one line). Cached per id; resets a throw-away game off the caller's
+    ``random`` state."""
+    name = game_id(name)
+    if name not in _PLAYERS:
+        _PLAYERS[name] = _probe_players(name)
+    return _PLAYERS[name]
+
+
+def _probe_players(name: str) -> int | None:
+    try:
+        game = make_game(name)
+    except TextArenaUnavailable:
+        return None
+    holder = _Holder()
+    # single-player states refuse 2 players at once (before any costly puzzle generation), so a
+    # game that accepts none of 2..MAX_PLAYERS is a single-player game
+    for n in range(2, MAX_PLAYERS + 1):
+        try:
+            _own_random(holder, game.reset, n, 0)
+        except (AssertionError, ValueError) as error:
+            if "player" in str(error).lower():
+                continue
+            return None
+        except Exception:
+            return None
+        return n
+    return 1
+
+
+class _Holder:
+    _rng: Any = None
+
+
+def _say(sender: int, text: str, role_mapping: dict[int, str]) -> str:
+    """One TextArena observation as a line: the game's own text, another player's prefixed with
+    its name (as TextArena's ``LLMObservationWrapper`` writes it)."""
+    if sender < 0:
+        return text
+    return f"[{role_mapping.get(sender, f'Player {sender}')}] {text}"
+
+
+class TextArenaGame(Game):
+    """A multi-player TextArena game as an :class:`envs.seats.Game` (seat ``i`` is TextArena's
+    player ``i``): each seat is told only its *new* observations (its own move left out); a move
+    is the seat's parsed text through the game's action wrappers, played in a worker thread with
+    the game's own ``random`` state. TextArena's rules decide everything else: whose turn, an
+    invalid move (a retry message to the same seat while the game's error allowance lasts, then
+    the game's end with its rewards), the rewards per seat at the end (``close()``).
+
+    Args:
+        game: a raw TextArena env (:func:`make_game`), not reset yet.
+        players: how many seats.
+        seed: the game's seed (its ``reset``).
+        name: the TextArena id (for messages).
+    """
+
+    def __init__(self, game: Any, players: int, *, seed: int, name: str = ""):
+        self.game = game
+        self.name = name or type(game).__name__
+        self.roles = tuple(f"player_{i}" for i in range(players))
+        self._rng: Any = None
+        _own_random(self, game.reset, players, seed)
+        self.first_seat = int(game.state.current_player_id)
+        self.openings = self._news(None)
+        self._told = [False] * players
+        """Whether a seat was told something since its last move (a seat to move is always told)."""
+        self._moved: set[int] = set()
+
+    def _news(self, mover: int | None) -> dict[int, str]:
+        """Every seat's queued observations as text, taken off the game's queues."""
+        import textarena as ta
+
+        state = self.game.state
+        out: dict[int, str] = {}
+        for pid in range(len(self.roles)):
+            queued, state.observations[pid] = state.observations[pid], []
+            lines = [
+                _say(sender, str(text), state.role_mapping)
+                for sender, text, kind in queued
+                if not (sender == pid and kind == ta.ObservationType.PLAYER_ACTION)
+            ]
+            text = "\n".join(line for line in lines if line.strip())
+            if text:
+                out[pid] = text
+        return out
+
+    def initial_messages(self, seat: int) -> list[Message]:
+        return [{"role": "user", "content": self.openings.get(seat, "")}]
+
+    def _play(self, seat: int, action: str) -> tuple[bool, dict[int, str], Any, Any, int]:
+        current = self.game.state.current_player_id
+        if current != seat:
+            raise ValueError(f"textarena:{self.name}: seat {seat} moved but it is player {current}'s turn")
+        done, _info = self.game.step(action)
+        news = self._news(seat)
+        if not done:
+            return False, news, None, None, int(self.game.state.current_player_id)
+        rewards, info = self.game.close()
+        return True, news, rewards, info, seat
+
+    async def on_move(self, seat: int, message: Message) -> Move:
+        text = get_text_content(message)
+        done, news, rewards, info, nxt = await anyio.to_thread.run_sync(
+            _own_random, self, self._play, seat, text
+        )
+        if done:
+            return self._end(seat, rewards or {}, info or {})
+        self._moved.add(seat)
+        self._told[seat] = False
+        for pid in news:
+            self._told[pid] = True
+        if nxt in self._moved and not self._told[nxt]:  # a seat to move again is always told something
+            news[nxt] = NO_FEEDBACK
+            self._told[nxt] = True
+        retried = {seat: {METRIC_RETRIED: 1.0}} if nxt == seat else {}
+        return Move(
+            messages={pid: [{"role": "user", "content": t}] for pid, t in news.items()},
+            next_seat=nxt,
+            metrics=retried,
+        )
+
+    def _end(self, seat: int, rewards: dict[int, Any], info: dict[int, Any]) -> Move:
+        out: dict[int, float] = {}
+        metrics: dict[int, dict[str, float]] = {}
+        for pid in range(len(self.roles)):
+            r = rewards.get(pid, 0.0)
+            bad = isinstance(r, bool) or not isinstance(r, int | float)
+            out[pid] = 0.0 if bad else float(r)
+            mine = dict(info.get(pid) or {})
+            metrics[pid] = {
+                METRIC_INVALID_MOVE: float(bool(mine.get("invalid_move"))),
+                METRIC_GAME_TURNS: float(mine.get("turn_count", 0)),
+                METRIC_BAD_REWARD: float(bad),
+            }
+        reason = str((info.get(seat) or {}).get("reason", ""))[:500]
+        invalid = bool((info.get(seat) or {}).get("invalid_move"))
+        return Move(
+            rewards=out,
+            done=True,
+            metrics=metrics,
+            logs={"textarena/reason": reason},
+            stop_reason=STOP_SEAT_FAULT if invalid else StopReason.COMPLETED,
+        )
+
+    def forfeit(self, seat: int, reason: str) -> Move:
+        """A faulty action (truncated, unparseable) ends the game as an invalid move TextArena
+        allows no retry for: the seat gets -1; in a two-player game the other gets +1 (TextArena's
+        two-player rule), in a larger one 0."""
+        n = len(self.roles)
+        rewards = {pid: -1.0 if pid == seat else (1.0 if n == 2 else 0.0) for pid in range(n)}
+        return Move(
+            rewards=rewards,
+            done=True,
+            metrics={seat: {METRIC_INVALID_MOVE: 1.0}},
+            logs={"textarena/reason": f"faulty action: {reason}"},
+            stop_reason=STOP_SEAT_FAULT,
+        )
+
+
+class RandomMove(MessageCompleter):
+    """A random player for any TextArena game: one of the bracketed moves (``[4]``, ``[bet]``,
+    ``[col 3]``) its last message offers, else one from its whole conversation (the rules'
+    examples); ``[0]`` when there is none. It knows no rules: TextArena judges its moves."""
+
+    _MOVE = re.compile(r"\[[^\[\]\n]{1,24}\]")
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    async def __call__(self, messages: list[Message]) -> Message:
+        said = [  # the game's lines (other players' moves left out)
+            "\n".join(line for line in get_text_content(m).splitlines() if not line.startswith("[Player "))
+            for m in messages
+            if m["role"] == "user"
+        ]
+        for text in (said[-1:], said):
+            found = [m for t in text for m in self._MOVE.findall(t)]
+            if found:
+                return {"role": "assistant", "content": self.rng.choice(found)}
+        return {"role": "assistant", "content": "[0]"}
+
+
+def _random_move(rng: random.Random) -> RandomMove:
+    return RandomMove(rng.randrange(2**31))
+
+
+@dataclass(frozen=True)
+class _NewGame:
+    """``make_game`` of a seated TextArena group (picklable): every game of the group is reset
+    with the group's seed (the same deal), as the games of :class:`TextArenaGroup` are."""
+
+    name: str
+    players: int
+    seed: int
+
+    def __call__(self, rng: random.Random) -> TextArenaGame:
+        return TextArenaGame(make_game(self.name), self.players, seed=self.seed, name=self.name)
+
+
+def textarena_seated(
+    game: str,
+    *,
+    seed: int = 0,
+    games: int = 1,
+    opponent: str = "self",
+    players: int | None = None,
+    max_moves: int = 200,
+    max_turns: int | None = None,
+    renderer_name: str | None = None,
+    model_name_for_tokenizer: str | None = None,
+    tags: Sequence[str] = (),
+) -> SeatedGroupBuilder:
+    """A multi-player TextArena game as a seated group (:class:`envs.seats.SeatedGroupBuilder`):
+    ``games`` games of one ``seed``, each seat a token-level env of its own.
+
+    ``opponent="self"``: the policy holds every seat and every seat trains (self-play);
+    ``"random"``: the policy holds seat 0, :class:`RandomMove` players (seeded per game) the
+    others. ``players``: the player count (default: the fewest the game accepts,
+    :func:`players_of`). ``max_moves``: moves of all seats before the game ends as it stands;
+    ``max_turns``: each seat's own turn budget. The conformance checker plays seat 0 against
+    random stand-ins (``stand_in``). One-line :class:`TextArenaUnavailable` for a game that
+    cannot run here or is single-player (use :class:`TextArenaGroup`)."""
+    name = game_id(game)
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}, got {opponent!r}")
+    found = players_of(name)
+    if found is None:
+        make_game(name)  # raises the one-line reason
+        raise TextArenaUnavailable(f"textarena:{name} cannot be reset here with 2 to {MAX_PLAYERS} players")
+    if found == 1:
+        raise TextArenaUnavailable(f"textarena:{name} is a single-player game (use TextArenaGroup)")
+    n = players or found
+    from envs.interop._renderer import policy_renderer
+
+    random_seat = Seat.pinned("random", _random_move)
+    other = Seat.policy() if opponent == "self" else random_seat
+    return SeatedGroupBuilder(
+        make_game=_NewGame(name, n, seed),
+        renderer=policy_renderer(renderer_name, model_name_for_tokenizer),
+        seats=(Seat.policy(), *[other] * (n - 1)),
+        games=games,
+        seed=seed,
+        limits=EnvLimits(max_turns=max_turns) if max_turns is not None else None,
+        loop=LoopConfig(max_moves=max_moves),
+        tags=("textarena", name, *tags),
+        stand_in=random_seat,
+    )
+
+
+def textarena_source(
+    game: str, group_size: int = 1, **fields: Any
+) -> Callable[[int], Awaitable[EnvGroupBuilder]]:
     """An env factory for the checker, ``gym.make`` and the train CLIs: the group for an episode
-    seed (``fields`` are :class:`TextArenaGroup` fields)."""
+    seed. A single-player game gives a :class:`TextArenaGroup` (``fields`` are its fields), a
+    multi-player one a seated group of ``group_size`` games (:func:`textarena_seated`; ``fields``
+    are its keywords, ``max_turns`` included)."""
     return _Factory(game, group_size, fields)
 
 
@@ -269,7 +542,12 @@ class _Factory:
     group_size: int
     fields: dict[str, Any]
 
-    def __call__(self, seed: int) -> TextArenaGroup:
+    async def __call__(self, seed: int) -> EnvGroupBuilder:
+        players = await anyio.to_thread.run_sync(players_of, self.game)
+        if players is not None and players > 1:
+            return await anyio.to_thread.run_sync(
+                partial(textarena_seated, self.game, seed=seed, games=self.group_size, **self.fields)
+            )
         return TextArenaGroup(self.game, seed=seed, group_size=self.group_size, **self.fields)
 
 
