@@ -1,6 +1,7 @@
 """Bench: other frameworks' envs through TurnGym's adapters, and TurnGym envs served to theirs.
 
-    .venv/bin/python bench/interop.py [--examples 6] [--markdown docs/interop_textarena.md] [--quick]
+    .venv/bin/python bench/interop.py [--examples 6] [--markdown FILE] [--markdown-multi FILE]
+        [--textarena all|single|multi|none] [--quick]
 
 ``--quick`` checks the first few TextArena games only, with one drawn episode each, and fewer
 checker examples elsewhere (a smoke test of the script).
@@ -8,8 +9,11 @@ checker examples elsewhere (a smoke test of the script).
 - TextArena: every id (the ``-raw`` and ``-train`` wrapper variants left out: the adapter applies
   only the action wrappers anyway) is built through :mod:`envs.interop.textarena` and checked with
   ``check_conformance`` (groups of two envs, so the group-isolation check runs). A game is ``ok``
-  when the report passes; ``not single-player`` and ``needs ...`` (a download at run time, an
-  online model, files the wheel lacks) are listed with their one-line reason.
+  when the report passes; ``needs ...`` (a download at run time, an online model, files the wheel
+  lacks) are listed with their one-line reason. Multi-player games (:func:`players_of` > 1) go
+  through the multi-seat form (``textarena_seated``: the checker plays seat 0, the other seats
+  held by random stand-ins, groups of two games) into a table of their own;
+  ``textarena_multiplayer_ok=<m>`` is printed on the line before the last.
 - OpenEnv: a real OpenEnv server (OpenEnv's ``create_app`` over :mod:`envs.interop.openenv_demo`)
   on 127.0.0.1; ``openenv_ok`` is 1 when the checker passes through :mod:`envs.interop.openenv`
   and 16 sessions (4 groups of 4) run at once through the rollout engine, every group kept.
@@ -23,7 +27,8 @@ checker examples elsewhere (a smoke test of the script).
   ``python -m envs.interop.textarena_train`` (GuessTheNumber-v0; each stage printed); ``--run
   <folder>`` reads a finished run instead; otherwise ``nan`` (not measured).
 
-The last line is ``textarena_envs_ok=<n> openenv_ok=<0|1> openenv_served_ok=<0|1>
+``--textarena`` picks which TextArena games run (``none``: the other frameworks only); the
+counts of the games not run are 0. The last line is ``textarena_envs_ok=<n> openenv_ok=<0|1> openenv_served_ok=<0|1>
 verifiers_envs_ok=<m> unexpected_extension_breaks=<k> trained_gain=<g>`` (issue #37).
 """
 
@@ -42,8 +47,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--examples", type=int, default=6, help="hypothesis-drawn episodes per game")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--markdown-multi", help="also write the multi-player games' table to this file")
     parser.add_argument(
-        "--quick", action="store_true", help="the first 6 single-player games, 1 episode each"
+        "--textarena",
+        choices=("all", "single", "multi", "none"),
+        default="all",
+        help="which TextArena games to check (default all)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the first 6 single-player games and 2 multi-player ones, 1 episode each",
     )
     parser.add_argument(
         "--train", action="store_true", help="also train on one game and report trained_gain (minutes)"
@@ -56,21 +70,31 @@ def main() -> None:
     import anyio
     from textarena.envs.registration import ENV_REGISTRY
 
-    from envs.checker import CheckConfig, CheckName, check_conformance
-    from envs.interop.textarena import TextArenaGroup, TextArenaUnavailable, textarena_source
+    from envs.checker import CheckConfig, check_conformance
+    from envs.interop.textarena import TextArenaGroup, TextArenaUnavailable, players_of, textarena_source
 
     ids = sorted(k for k in ENV_REGISTRY if not k.endswith(("-raw", "-train")))
     if args.quick:
-        ids = [
-            i
-            for i in ids
-            if i.startswith(("GuessTheNumber", "Hangman", "Minesweeper", "Sudoku", "TowerOfHanoi"))
-        ][:6]
+        single = ("GuessTheNumber", "Hangman", "Minesweeper", "Sudoku", "TowerOfHanoi")
+        ids = [*[i for i in ids if i.startswith(single)][:6], "KuhnPoker-v0", "TicTacToe-v0"]
     rows: list[tuple[str, str, str]] = []
+    multi_rows: list[tuple[str, int, str, str]] = []
     reports = []
-    ok = 0
-    for name in ids:
+    ok = multi_ok = 0
+    for name in ids if args.textarena != "none" else []:
         start = time.monotonic()
+        players = players_of(name)
+        if players is not None and players > 1:
+            if args.textarena in ("all", "multi"):
+                report = check_conformance(
+                    textarena_source(name, group_size=2), CheckConfig(examples=args.examples), target=name
+                )
+                reports.append(report)
+                multi_ok += int(report.ok)
+                multi_rows.append((name, players, *_status(report, time.monotonic() - start)))
+            continue
+        if args.textarena not in ("all", "single"):
+            continue
         try:  # build and reset once: multi-player games and missing downloads say so in one line
             env = anyio.run(TextArenaGroup(name).make_envs)[0]
             anyio.run(env.initial_observation)
@@ -95,13 +119,8 @@ def main() -> None:
             textarena_source(name, group_size=2), CheckConfig(examples=args.examples), target=name
         )
         reports.append(report)
-        if report.ok:
-            ok += 1
-            detail = f"{report.actions} actions, extension {report[CheckName.EXTENSION].outcome}"
-            rows.append((name, "ok", f"{detail} ({time.monotonic() - start:.1f}s)"))
-        else:
-            first = report.failures[0]
-            rows.append((name, "fails checker", f"{first.check}: {first.detail.splitlines()[0][:120]}"))
+        ok += int(report.ok)
+        rows.append((name, *_status(report, time.monotonic() - start)))
     multi = [n for n, _, d in rows if d == "not single-player"]
     lines = ["| TextArena id | status | detail |", "|---|---|---|"]
     lines += [f"| `{n}` | {s} | {d.replace('|', '/')} |" for n, s, d in rows if n not in multi]
@@ -110,7 +129,17 @@ def main() -> None:
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n")
-    print(f"{len(multi)} multi-player ids left out of the table; {len(rows)} ids in all")
+    lines = ["| TextArena id | players | status | detail |", "|---|---|---|---|"]
+    lines += [f"| `{n}` | {p} | {s} | {d.replace('|', '/')} |" for n, p, s, d in multi_rows]
+    multi_table = "\n".join(lines)
+    print(multi_table)
+    if args.markdown_multi:
+        with open(args.markdown_multi, "w") as f:
+            f.write(multi_table + "\n")
+    print(
+        f"{len(rows) - len(multi)} single-player and {len(multi_rows)} multi-player ids checked "
+        f"({len(multi)} more not single-player)"
+    )
     breaks = sum(_extension_failed(r) for r in reports)
     examples = 2 if args.quick else args.examples
     openenv_ok, engine_breaks = _openenv(examples)
@@ -120,10 +149,22 @@ def main() -> None:
     gain = float("nan")
     if args.train or args.run:
         gain = trained_gain(Path(args.run) if args.run else _train())
+    print(f"textarena_multiplayer_ok={multi_ok}")
     print(
         f"textarena_envs_ok={ok} openenv_ok={openenv_ok} openenv_served_ok={served_ok} "
         f"verifiers_envs_ok={verifiers_ok} unexpected_extension_breaks={breaks} trained_gain={'nan' if gain != gain else f'{gain:+.3f}'}"
     )
+
+
+def _status(report, seconds: float) -> tuple[str, str]:
+    """(status, detail) of a TextArena game's checker report, for the tables."""
+    from envs.checker import CheckName
+
+    if report.ok:
+        detail = f"{report.actions} actions, extension {report[CheckName.EXTENSION].outcome}"
+        return "ok", f"{detail} ({seconds:.1f}s)"
+    first = report.failures[0]
+    return "fails checker", f"{first.check}: {first.detail.splitlines()[0][:120]}"
 
 
 def _train() -> Path:

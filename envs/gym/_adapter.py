@@ -191,7 +191,8 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
     - Observation and action spaces: ``Sequence(Discrete(vocab_size))``; observations and
       actions are tuples of token ids.
     - ``reset(seed=...)`` draws an episode seed from ``np_random``, asks the source for a builder
-      with it, makes the group and plays env ``env_index`` of it.
+      with it, makes the group and plays env ``env_index`` of it (of a multi-seat group, its
+      ``alone()``: the first training seat, the policy's other seats held by its stand-in).
     - ``step(action)`` returns ``(obs, reward, terminated, truncated, info)``; budgets
       (:data:`TRUNCATION_REASONS`) truncate, every other end terminates. ``info`` carries
       ``stop_reason``, ``metrics``, ``logs``, ``stop_condition``, ``turn`` and
@@ -328,6 +329,10 @@ class TokenEnv(gym.Env[TokenObs, TokenObs]):
                 )
             self._env_used = True
         made = await resolve_builder(self.source, episode_seed)
+        from envs.seats import SeatedGroupBuilder
+
+        if isinstance(made, SeatedGroupBuilder):  # one seat, the policy's others held by stand-ins
+            made = made.alone()
         envs = await make_env_group(made)
         if not 0 <= index < len(envs):
             raise IndexError(f"env_index {index} is outside the group of {len(envs)} envs")

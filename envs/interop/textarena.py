@@ -484,7 +484,7 @@ def textarena_seated(
     opponent: str = "self",
     players: int | None = None,
     max_moves: int = 200,
-    max_turns: int | None = None,
+    max_turns: int = 64,
     renderer_name: str | None = None,
     model_name_for_tokenizer: str | None = None,
     tags: Sequence[str] = (),
@@ -496,7 +496,7 @@ def textarena_seated(
     ``"random"``: the policy holds seat 0, :class:`RandomMove` players (seeded per game) the
     others. ``players``: the player count (default: the fewest the game accepts,
     :func:`players_of`). ``max_moves``: moves of all seats before the game ends as it stands;
-    ``max_turns``: each seat's own turn budget. The conformance checker plays seat 0 against
+    ``max_turns``: each seat's own turn budget (the game ends as it stands when one runs out). The conformance checker plays seat 0 against
     random stand-ins (``stand_in``). One-line :class:`TextArenaUnavailable` for a game that
     cannot run here or is single-player (use :class:`TextArenaGroup`)."""
     name = game_id(game)
@@ -519,7 +519,7 @@ def textarena_seated(
         seats=(Seat.policy(), *[other] * (n - 1)),
         games=games,
         seed=seed,
-        limits=EnvLimits(max_turns=max_turns) if max_turns is not None else None,
+        limits=EnvLimits(max_turns=max_turns),
         loop=LoopConfig(max_moves=max_moves),
         tags=("textarena", name, *tags),
         stand_in=random_seat,

@@ -15,13 +15,23 @@ Held-out games are the seeds from ``eval_seed`` on (``eval_games`` of them, apar
 seeds ``seed * 100_000 + i``), played greedily. ``game=`` picks another game (the bisecting
 player is GuessTheNumber's; ``warm_start.episodes=0`` for games without one). Every key of
 :class:`training.Config` works; ``--help`` lists them.
+
+A multi-player game (``game=TicTacToe-v0``, ``KuhnPoker-v0``...) trains through the multi-seat
+form (:func:`envs.interop.textarena.textarena_seated`): by self-play (``opponent=self``: every
+seat is the policy and trains, each centred within its seat's role in its group of
+``group_size`` games) or against random players (``opponent=random``, the policy on seat 0). Its
+held-out games put the policy on seat 0 against :class:`~envs.interop.textarena.RandomMove`
+players (tagged ``vs_random``); its warm start is random moves on seat 0 against random players
+(the move format, not the play).
 """
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 
+import anyio
 import chz
 from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 from tinker_cookbook.renderers import Message, get_text_content
@@ -30,7 +40,17 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, RLDatasetB
 import training
 from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
-from envs.interop.textarena import TextArenaGroup
+from envs.interop.textarena import (
+    OPPONENTS,
+    RandomMove,
+    TextArenaGame,
+    TextArenaGroup,
+    make_game,
+    players_of,
+    textarena_seated,
+)
+from envs.player import PlayerPolicy
+from envs.seats import SoloSeatEnv, game_seed
 
 TRAIN_SEED_BASE = 100_000
 """Train seeds are ``seed * TRAIN_SEED_BASE + i``; held-out seeds ``eval_seed + i`` stay below."""
@@ -67,12 +87,27 @@ class _Seeds(GroupDataset):
         group_size: int,
         renderer_name: str | None,
         model: str,
+        players: int = 1,
+        opponent: str = "self",
+        tags: tuple[str, ...] = (),
     ):
         super().__init__(batch_size, len(seeds))
         self.game, self.seeds, self.group_size = game, seeds, group_size
         self.renderer_name, self.model = renderer_name, model
+        self.players, self.opponent, self.tags = players, opponent, tags
 
     def group(self, index: int) -> EnvGroupBuilder:
+        if self.players > 1:
+            return textarena_seated(
+                self.game,
+                seed=self.seeds[index],
+                games=self.group_size,
+                opponent=self.opponent,
+                players=self.players,
+                renderer_name=self.renderer_name,
+                model_name_for_tokenizer=self.model,
+                tags=self.tags,
+            )
         return TextArenaGroup(
             self.game,
             seed=self.seeds[index],
@@ -95,21 +130,49 @@ class TextArenaDatasetBuilder(RLDatasetBuilder):
     seed: int = 0
     renderer_name: str | None = None
     model_name_for_tokenizer: str = SMOLLM2
+    opponent: str = "self"
+    """Multi-player games: who holds the other seats in training (``self`` or ``random``)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        if self.opponent not in OPPONENTS:
+            raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}, got {self.opponent!r}")
+
+    async def _players(self) -> int:
+        """The game's player count (1 for a single-player game, or one that cannot run here:
+        its groups then fail with the game's one-line reason)."""
+        return await anyio.to_thread.run_sync(players_of, self.game) or 1
 
     async def __call__(self) -> tuple[RLDataset, RLDataset]:
         n = self.batch_size * self.num_batches
         train_seeds = [(self.seed + 1) * TRAIN_SEED_BASE + i for i in range(n)]
         held_out = [self.eval_seed + i for i in range(self.eval_games)]
         model = self.model_name_for_tokenizer
-        train = _Seeds(self.game, train_seeds, self.batch_size, self.group_size, self.renderer_name, model)
-        test = _Seeds(self.game, held_out, self.eval_games, 1, self.renderer_name, model)
+        players = await self._players()
+        train = _Seeds(
+            self.game, train_seeds, self.batch_size, self.group_size, self.renderer_name, model,
+            players, self.opponent, ("train",),
+        )  # fmt: skip
+        test = _Seeds(
+            self.game,
+            held_out,
+            self.eval_games,
+            1,
+            self.renderer_name,
+            model,
+            players,
+            "random",
+            ("vs_random",),
+        )
         return train, test
 
     async def scripted_episodes(self, n: int, seed: int) -> Sequence[tuple[Env, TokenCompleter]]:
         """``n`` games the bisecting player plays (``training.SupportsScriptedEpisodes``), on
-        seeds apart from the train and held-out ones."""
-        from envs.player import PlayerPolicy
-
+        seeds apart from the train and held-out ones; in a multi-player game, random moves on
+        seat 0 against random players."""
+        players = await self._players()
+        if players > 1:
+            return await anyio.to_thread.run_sync(self._random_episodes, n, seed, players)
         episodes: list[tuple[Env, TokenCompleter]] = []
         for i in range(n):
             builder = TextArenaGroup(
@@ -120,6 +183,19 @@ class TextArenaDatasetBuilder(RLDatasetBuilder):
             )
             (env,) = await builder.make_envs()
             episodes.append((env, PlayerPolicy(env, Bisector())))  # type: ignore[arg-type]
+        return episodes
+
+    def _random_episodes(self, n: int, seed: int, players: int) -> list[tuple[Env, TokenCompleter]]:
+        from envs.interop._renderer import policy_renderer
+
+        renderer = policy_renderer(self.renderer_name, self.model_name_for_tokenizer)
+        episodes: list[tuple[Env, TokenCompleter]] = []
+        for i in range(n):
+            rng = random.Random(game_seed(seed, i))
+            game = TextArenaGame(make_game(self.game), players, seed=(seed + 50) * TRAIN_SEED_BASE + i)
+            others = {p: RandomMove(rng.randrange(2**31)) for p in range(1, players)}
+            env = SoloSeatEnv(game, 0, renderer, others)  # type: ignore[arg-type]
+            episodes.append((env, PlayerPolicy(env, RandomMove(rng.randrange(2**31)))))
         return episodes
 
 
@@ -154,6 +230,9 @@ class TextArenaTrainConfig(training.Config):
     eval_games: int = 32
     """Held-out games (seeds ``eval_seed`` ...)."""
     eval_seed: int = 0
+    opponent: str = "self"
+    """Multi-player games: who holds the other seats in training, ``self`` (self-play, every
+    seat trains) or ``random`` (the policy on seat 0)."""
 
     def dataset_builder(self) -> TextArenaDatasetBuilder:
         return TextArenaDatasetBuilder(
@@ -166,6 +245,7 @@ class TextArenaTrainConfig(training.Config):
             seed=self.seed,
             renderer_name=self.renderer_name,
             model_name_for_tokenizer=self.model_name,
+            opponent=self.opponent,
         )
 
 
