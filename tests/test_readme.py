@@ -589,6 +589,15 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.check textarena:GuessTheNumber-v0": _elsewhere(
         "tests/test_interop_textarena.py", 'OFFLINE_GAMES = ["GuessTheNumber-v0"'
     ),
+    "python -m envs.check textarena:TicTacToe-v0": _elsewhere(
+        "tests/test_interop_textarena_seats.py", 'load_target(f"textarena:{game}")'
+    ),
+    "python bench/interop.py --textarena multi --markdown-multi table.md": _elsewhere(
+        "tests/test_benches.py", '"interop": (["--quick"]'
+    ),
+    "python -m envs.interop.textarena_train game=TicTacToe-v0": _elsewhere(
+        "tests/test_interop_textarena_seats.py", '"game=TicTacToe-v0"'
+    ),
     "python -m envs.interop.textarena_train": _help("envs.interop.textarena_train"),
     "python -m envs.interop.textarena_train log_path=/tmp/ta_run2 progress=False warm_start.episodes=32 "
     "warm_start.steps=4 warm_start.batch_size=8 max_steps=2 eval_every=2 batch_size=2 group_size=4 eval_games=16": (
