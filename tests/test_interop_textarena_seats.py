@@ -5,6 +5,7 @@ reason; the conformance checker, gymnasium and the train CLI by id."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -70,7 +71,7 @@ def _direct(game: str, seed: int, moves: list[str]) -> tuple[dict[int, float], d
 def _texts(builder: SeatedGroupBuilder, record: GameRecord, seat: int) -> str:
     """Seat ``seat``'s whole transcript (its last observation and action), decoded."""
     last = record.seats[seat].trajectory.transitions[-1]
-    return builder.renderer.tokenizer.decode(last.ob.to_ints() + list(last.ac.tokens))
+    return str(builder.renderer.tokenizer.decode(last.ob.to_ints() + list(last.ac.tokens)))
 
 
 def test_two_seats_each_extend_their_own_tokens_and_get_textarenas_rewards() -> None:
@@ -83,7 +84,7 @@ def test_two_seats_each_extend_their_own_tokens_and_get_textarenas_rewards() -> 
         transitions = seat.trajectory.transitions
         assert seat.trains and transitions[-1].episode_done
         assert seat.stats.breaks == () and seat.stats.datums == 1  # one datum: every turn extends
-        for before, after in zip(transitions, transitions[1:], strict=False):
+        for before, after in itertools.pairwise(transitions):
             prefix = before.ob.to_ints() + list(before.ac.tokens)
             assert after.ob.to_ints()[: len(prefix)] == prefix
     assert [len(s.trajectory.transitions) for s in record.seats] == [3, 2]
@@ -196,17 +197,34 @@ def test_one_self_play_step_of_the_train_cli_on_the_tiny_model(tmp_path: Path) -
             "batch_size=1",
             "group_size=2",
             "eval_games=2",
-            "warm_start.episodes=2",
-            "warm_start.steps=1",
-            "warm_start.batch_size=2",
+            "warm_start.episodes=0",
             "progress=False",
         ],
     )
     summary = training.train(config)
-    assert summary.end_step == 1 and summary.warm_start
+    assert summary.end_step == 1
     evals = read_rows(tmp_path / "eval.jsonl")
-    assert [r["stage"] for r in evals] == ["untrained", "warm_start", "rl"]
+    assert [r["stage"] for r in evals] == ["untrained", "rl"]
     assert all(r["eval/rollout/groups/requested"] == pytest.approx(2.0) for r in evals)  # two games
     metrics = read_rows(tmp_path / "metrics.jsonl")
     # self-play: both seats of each of the 2 games are trajectories of the step
     assert metrics[-1]["env/all/total_episodes"] == pytest.approx(4.0)
+
+
+def test_the_warm_start_plays_random_moves_on_seat_0_against_random_players() -> None:
+    from envs.interop.textarena_train import TextArenaDatasetBuilder
+    from rollout import EngineConfig, run_episode
+
+    async def run() -> list[tuple[float, int, str]]:
+        episodes = await TextArenaDatasetBuilder(game="TicTacToe-v0").scripted_episodes(4, seed=0)
+        out = []
+        for env, policy in episodes:
+            trajectory, stats = await run_episode(policy, env, EngineConfig())
+            assert trajectory.transitions[-1].episode_done and stats.breaks == ()
+            reward = sum(t.reward for t in trajectory.transitions)
+            out.append((reward, len(trajectory.transitions), str(trajectory.stop_reason)))
+        return out
+
+    played = anyio.run(run)
+    assert all(reward in (-1.0, 0.0, 1.0) for reward, _, _ in played), played
+    assert max(turns for _, turns, _ in played) > 1  # random moves get past the first turn

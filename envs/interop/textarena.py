@@ -1,4 +1,6 @@
-"""TextArena single-player games as TurnGym ``ChatEnv`` s (ids ``textarena:<GameId>``).
+"""TextArena games as TurnGym envs (ids ``textarena:<GameId>``): single-player games as
+``ChatEnv`` s, multi-player games as seated groups of :mod:`envs.seats` (:class:`TextArenaGame`,
+:func:`textarena_seated`; at the end of this module).
 
 TextArena (``pip install textarena``, the ``textarena`` extra) is a text-level framework: its
 env takes an action string and queues observations (``(from_id, text, type)``) per player. This
@@ -21,6 +23,12 @@ previous one token for token (the extension property, where the renderer claims 
 - Faults (truncated, unparseable samples...) follow the env's ``FaultPolicy`` like any ChatEnv.
 - A game that needs a download at run time (nltk corpora, an API key, config files missing from
   the wheel) fails to build with one line naming what it needs (:class:`TextArenaUnavailable`).
+- Multi-player games: each seat is told only its new observations (its own move left out, the
+  other players' moves named as TextArena names them), so the extension property holds per seat;
+  TextArena's rules decide whose turn it is, invalid moves (a retry, then the end) and the rewards
+  per seat; every move runs in a worker thread with the game's own ``random`` state; faults and
+  crashes end the game for every seat (the game loop of :mod:`envs.seats`). Building and
+  resetting a game (in memory) happen when the group makes its games.
 """
 
 from __future__ import annotations
