@@ -348,12 +348,12 @@ class TextArenaGame(Game):
         self._rng: Any = None
         _own_random(self, game.reset, players, seed)
         self.first_seat = int(game.state.current_player_id)
-        self.openings = self._news(None)
+        self.openings = self._news()
         self._told = [False] * players
         """Whether a seat was told something since its last move (a seat to move is always told)."""
         self._moved: set[int] = set()
 
-    def _news(self, mover: int | None) -> dict[int, str]:
+    def _news(self) -> dict[int, str]:
         """Every seat's queued observations as text, taken off the game's queues."""
         import textarena as ta
 
@@ -374,23 +374,29 @@ class TextArenaGame(Game):
     def initial_messages(self, seat: int) -> list[Message]:
         return [{"role": "user", "content": self.openings.get(seat, "")}]
 
-    def _play(self, seat: int, action: str) -> tuple[bool, dict[int, str], Any, Any, int]:
-        current = self.game.state.current_player_id
-        if current != seat:
-            raise ValueError(f"textarena:{self.name}: seat {seat} moved but it is player {current}'s turn")
+    def _play(self, seat: int, action: str) -> tuple[bool, dict[int, str], Any, int, bool]:
+        """Seat ``seat``'s move: (done, news per seat, rewards and info at the end or None, who is
+        next, whether the move was invalid and the game lets the seat retry)."""
+        state = self.game.state
+        if state.current_player_id != seat:
+            raise ValueError(
+                f"textarena:{self.name}: seat {seat} moved but it is player {state.current_player_id}'s turn"
+            )
         done, _info = self.game.step(action)
-        news = self._news(seat)
-        if not done:
-            return False, news, None, None, int(self.game.state.current_player_id)
-        rewards, info = self.game.close()
-        return True, news, rewards, info, seat
+        news = self._news()
+        if done:
+            return True, news, self.game.close(), seat, False
+        # TextArena's states keep error_count > 0 after a step only for an invalid move retried
+        retry = bool(getattr(self.game.state, "error_count", 0))
+        return False, news, None, int(self.game.state.current_player_id), retry
 
     async def on_move(self, seat: int, message: Message) -> Move:
         text = get_text_content(message)
-        done, news, rewards, info, nxt = await anyio.to_thread.run_sync(
+        done, news, closed, nxt, retry = await anyio.to_thread.run_sync(
             _own_random, self, self._play, seat, text
         )
         if done:
+            rewards, info = closed
             return self._end(seat, rewards or {}, info or {})
         self._moved.add(seat)
         self._told[seat] = False
@@ -399,11 +405,10 @@ class TextArenaGame(Game):
         if nxt in self._moved and not self._told[nxt]:  # a seat to move again is always told something
             news[nxt] = NO_FEEDBACK
             self._told[nxt] = True
-        retried = {seat: {METRIC_RETRIED: 1.0}} if nxt == seat else {}
         return Move(
             messages={pid: [{"role": "user", "content": t}] for pid, t in news.items()},
             next_seat=nxt,
-            metrics=retried,
+            metrics={seat: {METRIC_RETRIED: 1.0}} if retry else {},
         )
 
     def _end(self, seat: int, rewards: dict[int, Any], info: dict[int, Any]) -> Move:
