@@ -159,6 +159,13 @@ def test_the_checker_passes_by_id(game: str) -> None:
     assert report[CheckName.GROUP_ISOLATION].outcome == Outcome.PASS  # each game its own random state
 
 
+def test_assert_env_conforms_passes_on_a_seated_game() -> None:
+    from envs.testing import assert_env_conforms
+
+    report = assert_env_conforms(textarena_source("ConnectFour-v0", group_size=2), examples=3)
+    assert report[CheckName.EXTENSION].outcome == Outcome.PASS
+
+
 def test_gym_make_by_id_plays_seat_0_against_the_stand_in() -> None:
     import gymnasium as gym
 
