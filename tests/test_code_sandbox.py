@@ -32,7 +32,6 @@ from envs.code.sandbox import (
     SandboxConfig,
     SandboxLimits,
     SandboxUnavailable,
-    _autogroup_nice,
     _probe_lock,
     _probes,
     remove_folder,
@@ -302,38 +301,82 @@ def test_no_process_of_a_run_outlives_it(tmp_path: Path) -> None:
     assert leftover_processes(result) == []
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no sched_autogroup here")
-def test_a_run_is_niced_inside_its_own_autogroup_too(tmp_path: Path) -> None:
-    """A run is a session of its own, so under sched_autogroup its process nice counts only inside
-    its own autogroup: that autogroup's nice must be ours + ``nice``, or the run would compete
-    with the event loop's process as an equal."""
-    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, nice=7)
-    ours = _autogroup_nice()
-    if ours is None:  # the file is there but says nothing (some containers): nothing to carry over
-        pytest.skip(f"/proc/self/autogroup has no nice here: {Path('/proc/self/autogroup').read_text()!r}")
-    result = _run(sandbox, "import os\nprint(open('/proc/self/autogroup').read().split()[-1], os.nice(0))")
+RAISE_PRIORITY = """
+import json, os, resource
+nice = os.getpriority(os.PRIO_PROCESS, 0)
+out = [nice, list(resource.getrlimit(resource.RLIMIT_NICE))]
+def new_session():  # from a child where it may fork (the runner may lead its process group)
+    try:
+        pid = os.fork()
+    except OSError:  # landlock: one process, which leads no group
+        os.setsid()
+        return
+    if pid == 0:
+        try:
+            os.setsid()
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    if os.waitpid(pid, 0)[1]:
+        raise OSError("refused")
+for name, call in (
+    ("lower_nice", lambda: os.setpriority(os.PRIO_PROCESS, 0, nice - 1)),
+    ("raise_nice_limit", lambda: resource.setrlimit(resource.RLIMIT_NICE, (40, 40))),
+    ("new_session", new_session),
+):
+    try:
+        call()
+        out.append(name)
+    except (OSError, ValueError):
+        pass
+print(json.dumps(out))
+"""
+
+
+def _priority_check(mode: str, nice: int) -> tuple[int, list[object]]:
+    """(the harness's nice, what the run saw: its nice, its RLIMIT_NICE, what got through)."""
+    sandbox = Sandbox(SandboxConfig(isolation=Isolation(mode), audit_hook=False, nice=nice, limits=QUICK))
+    result = anyio.run(sandbox.run, RAISE_PRIORITY)
     assert result.ok, result
-    assert result.output.split() == [str(min(19, ours + 7)), str(min(19, os.nice(0) + 7))]
+    return os.getpriority(os.PRIO_PROCESS, 0), json.loads(result.output)
 
 
-def test_a_run_is_niced_where_its_autogroup_says_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where ``/proc/self/autogroup`` is missing or empty (CI's container has it empty) the run still
-    starts, with its process nice raised, and no autogroup nice is sent to it."""
-    monkeypatch.setattr("envs.code.sandbox._autogroup_nice", lambda: None)
-    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, nice=7)
-    result = _run(sandbox, "import os\nprint(os.nice(0))")
+@pytest.mark.parametrize("mode", STRONG)
+def test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back(mode: Isolation) -> None:
+    """A run's processes get this process's nice + ``nice`` before they exec (their interpreter's
+    start-up included), with ``RLIMIT_NICE`` 0: the code can neither lower its nice, nor raise the
+    limit, nor start a session (which would be an autogroup of its own, scheduled as the trainer's
+    equal). As a user without root: ``test_a_user_without_root_cannot_raise_a_run_either``."""
+    ours, (nice, limit, *escaped) = _priority_check(str(mode), 7)
+    assert nice == min(19, ours + 7)
+    assert limit == [0, 0]
+    assert escaped == []
+
+
+def _autogroup(pid: str) -> str | None:
+    """The name of a process's autogroup (``/autogroup-N``); None where there is none (or the file
+    says nothing: CI's container has it empty)."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as f:
+            return (f.read().split() or [None])[0]
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(_autogroup(str(os.getpid())) is None, reason="no sched_autogroup here")
+def test_a_run_competes_inside_the_trainers_autogroup(tmp_path: Path) -> None:
+    """Under sched_autogroup a session is an autogroup, scheduled as an equal of every other one
+    whatever the nice values inside: a run stays in this process's (``rlimits`` mode can read
+    /proc; the other modes run the same spawner)."""
+    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False)
+    result = _run(sandbox, "print(open('/proc/self/autogroup').read().split()[0])")
     assert result.ok, result
-    assert result.output.split() == [str(min(19, os.nice(0) + 7))]
+    assert result.output.strip() == _autogroup(str(os.getpid()))
 
 
-def test_autogroup_nice_is_none_for_an_empty_or_odd_file(tmp_path: Path) -> None:
-    fake = tmp_path / "autogroup"
-    for text, want in [("", None), ("/autogroup-12 nice", None), ("/autogroup-12 nice 3\n", 3)]:
-        fake.write_text(text)
-        assert _autogroup_nice(str(fake)) == want, text
-    assert _autogroup_nice(str(tmp_path / "missing")) is None
+def test_nice_is_validated() -> None:
+    with pytest.raises(ValueError, match="nice must be in"):
+        SandboxConfig(nice=-1)
 
 
 def test_an_unavailable_isolation_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -457,6 +500,18 @@ def test_auto_gives_a_user_without_root_its_own_namespaces_and_warns_on_the_fall
     assert "switched off for the test" in out["warnings"][0]
 
 
+def test_a_user_without_root_cannot_raise_a_run_either() -> None:
+    """The same as ``test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back``, by a user
+    without root (``userns`` and ``landlock``)."""
+    out = _as_user("""
+        import json
+        from tests.test_code_sandbox import _priority_check
+        print(json.dumps({mode: _priority_check(mode, 7) for mode in ("userns", "landlock")}))
+    """)
+    for mode, (ours, (nice, limit, *escaped)) in out.items():
+        assert (nice, limit, escaped) == (min(19, ours + 7), [0, 0], []), mode
+
+
 def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
     """``userns`` and ``landlock`` run by a user without root, audit hook off: no attempt escapes
     what the mode claims, judged from outside (the harness's limits and scheduling, the outside
@@ -528,6 +583,7 @@ def test_the_judges_see_each_escape_where_nothing_stops_it() -> None:
         "audit_hook_state",
         "pipe_buffer_memory",
         "sigio_owner_harness",
+        "new_session_autogroup",
     ]
     if len(os.sched_getaffinity(0)) > 1:
         names.append("affinity_harness")

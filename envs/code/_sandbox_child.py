@@ -11,7 +11,7 @@ Two processes, so that something unsandboxed always watches the sandboxed one:
   ``namespaces``, and ``userns`` with a user namespace first), forks the *runner* and waits for it,
   with its own wall-clock backstop (``backstop_s``), then reports the runner's exit status or
   signal, CPU time and peak memory as one JSON line on fd 3;
-- the *runner* (in a session of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
+- the *runner* (in a process group of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
   drops every privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
   (mode ``landlock``) a Landlock ruleset, writes ``ready`` on fd 3 and closes it, installs the
   audit hook, and executes the code in ``__main__``. Nothing the code does after that reaches
@@ -40,9 +40,11 @@ Modes (chosen by the parent, see ``Isolation``):
 The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: sockets other than
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
-memory-backed files, System V IPC and growing a pipe's buffer (``F_SETPIPE_SZ``); it kills the
+memory-backed files, System V IPC, growing a pipe's buffer (``F_SETPIPE_SZ``) and new sessions
+(``setsid``: a session is an autogroup of its own, which would undo the run's lower
+priority; ``RLIMIT_NICE`` 0 keeps its nice value from being lowered); it kills the
 process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new
-processes (fork, vfork, clone without ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``;
+processes (fork, vfork, clone without ``CLONE_THREAD``), ``setpgid`` / ``tkill``;
 signals and ``prlimit64``, ``sched_*``, ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid``
 unless aimed at the runner itself (and no ``SIGSYS``); an fd's owner (``F_SETOWN``,
 ``F_SETOWN_EX``, ``F_SETSIG``, ``FIOSETOWN``, ``SIOCSPGRP``: I/O signals to another process);
@@ -247,6 +249,7 @@ _NR: dict[str, tuple[int, int]] = {
     "fanotify_mark": (301, 263),
 }
 _DENY_ALWAYS = [
+    "setsid",  # a new session is a new autogroup, scheduled apart from the trainer's
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
@@ -303,8 +306,9 @@ _DENY_ALWAYS = [
     "msgctl",
     "mq_open",
 ]
-_DENY_SINGLE_PROCESS = ["fork", "vfork", "setsid", "setpgid", "tkill"]
-"""``landlock`` mode: no new process, no new session or group, no signal by thread id."""
+_DENY_SINGLE_PROCESS = ["fork", "vfork", "setpgid", "tkill"]
+"""``landlock`` mode: no new process, no new process group (nor session: every mode), no signal
+by thread id."""
 _DENY_METADATA = [
     "chmod",
     "fchmod",
@@ -390,11 +394,6 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     STATUS_FD = int(cfg.get("status_fd", STATUS_FD))
     code = sys.stdin.buffer.read()
-    if cfg.get("nice"):
-        os.nice(int(cfg["nice"]))
-    if cfg.get("autogroup_nice") is not None:  # this session's autogroup (sched_autogroup), see sandbox.py
-        with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
-            f.write(str(int(cfg["autogroup_nice"])))
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -549,10 +548,11 @@ def _confine(cfg: dict, alive_r: int) -> tuple[str, object]:
     workdir = cfg["workdir"]
     uid, gid = cfg.get("uid"), cfg.get("gid")
     if mode == "userns":
-        # a session and process group of its own: kill(0) and killpg reach no process outside the
-        # run (the supervisor has the same user id; in the other modes a different user id or the
-        # seccomp filter keeps its signals in)
-        os.setsid()
+        # a process group of its own: kill(0) and killpg reach no process outside the run (the
+        # supervisor has the same user id; in the other modes a different user id or the seccomp
+        # filter keeps its signals in). Not a session: that would be an autogroup of its own,
+        # scheduled as the trainer's equal (see _sandbox_spawner._lowered)
+        os.setpgid(0, 0)
     if mode in ("namespaces", "userns"):
         _jail(cfg, userns=mode == "userns")
         workdir = WORKDIR_IN_JAIL
@@ -689,6 +689,7 @@ def _rlimits(cfg: dict, mode: str) -> None:
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_MEMLOCK, 0)
     cap(resource.RLIMIT_MSGQUEUE, 0)
+    cap(resource.RLIMIT_NICE, 0)  # its nice cannot be lowered (the spawner set it already)
     if mode == "namespaces" or (mode == "rlimits" and os.getuid() != 0):
         # counts every task of the (real) user: in namespaces mode that user is the sandbox's own;
         # in landlock mode seccomp refuses new processes instead

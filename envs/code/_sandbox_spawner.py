@@ -12,9 +12,11 @@ Protocol (one JSON object per message, descriptors passed with ``SCM_RIGHTS``):
 
 - a request on the control socket: ``{"argv": [...], "config": {...}}`` with four descriptors:
   the run's *channel* (a ``SOCK_SEQPACKET`` socket of its own), the run's stdin, its output pipe
-  (stdout and stderr) and its status pipe. The spawner starts ``argv + [json(config)]`` in a new
-  session, in ``/``, with an empty environment, every other descriptor closed, the status pipe
-  kept and its number written into ``config["status_fd"]``; then it closes its copies;
+  (stdout and stderr) and its status pipe. The spawner starts ``argv + [json(config)]`` in a
+  process group of its own (in the trainer's session: see :func:`_lowered`), in ``/``, with an
+  empty environment, every other descriptor closed, the status pipe kept and its number written
+  into ``config["status_fd"]``, at the priority ``config["nice"]`` says from its first
+  instruction on (:func:`_lowered`); then it closes its copies;
 - on the channel it answers ``{"pid": n}`` (or ``{"error": "..."}``), and later ``{"exited":
   true}`` once the process has ended. It does not reap the process before the trainer closes its
   end of the channel: until then the process id, and so its process group id, cannot be reused,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -71,6 +74,23 @@ def _send(channel: socket.socket, obj: dict) -> bool:
         return False
 
 
+def _lowered(nice: int) -> None:
+    """In the child, before it execs: the run's priority, which it cannot raise again.
+
+    Its nice value becomes ``nice`` (never lower than it is), and ``RLIMIT_NICE`` 0 (soft and
+    hard) means a process without ``CAP_SYS_NICE`` cannot lower it again (the runner has none).
+    Set here rather than by the run's own first lines, so that its interpreter's start-up already
+    runs below the trainer. The run stays in the trainer's session, so under ``sched_autogroup`` it
+    competes inside the trainer's autogroup, where nice values count: a session of its own would be
+    an autogroup of its own, scheduled as the trainer's equal whatever its nice (and an unprivileged
+    process may renice an autogroup only ten times a second, machine-wide). The code cannot start
+    a session (seccomp, every mode).
+    """
+    if nice > os.getpriority(os.PRIO_PROCESS, 0):
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+
+
 def _start(request: bytes, fds: list[int]) -> _Run | None:
     """Start one run; None when the request was malformed (its descriptors closed)."""
     if len(fds) != 4:
@@ -84,6 +104,7 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
         config = dict(message["config"])
         config["status_fd"] = status
         argv = [str(a) for a in message["argv"]] + [json.dumps(config)]
+        nice = min(19, int(config.get("nice", 0)))
         proc = subprocess.Popen(
             argv,
             stdin=stdin,
@@ -91,11 +112,14 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
             stderr=output,
             pass_fds=(status,),
             close_fds=True,
-            start_new_session=True,
+            process_group=0,  # killpg reaches the run alone
+            # fork-safe: this process has one thread (the bench's in-thread spawner: two calls
+            # that take no lock)
+            preexec_fn=lambda: _lowered(nice),
             cwd="/",
             env={},
         )
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as e:
         _send(channel, {"error": f"{type(e).__name__}: {e}"})
         channel.close()
         return None

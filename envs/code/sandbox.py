@@ -261,7 +261,9 @@ class SandboxConfig:
     seccomp: bool = True
     """Install the seccomp filter (``namespaces`` and ``landlock``; off only to test the other layers)."""
     nice: int = 10
-    """Niceness added to the sandboxed processes, so the event loop's process is scheduled first."""
+    """How far below this process the runs are scheduled, so that its event loop wins the CPU over
+    the code: a run's nice value is this process's + ``nice`` (at most 19), from the start of its
+    process on, in this process's autogroup; the code cannot lower it (0..19; 0: this priority)."""
     tmp_dir: str | None = None
     """Where the working folders are created (None: the system's temporary folder)."""
 
@@ -269,6 +271,8 @@ class SandboxConfig:
     def _check(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not 0 <= self.nice <= 19:
+            raise ValueError(f"nice must be in [0, 19], got {self.nice}")
 
 
 @dataclass(frozen=True)
@@ -570,7 +574,9 @@ class Sandbox:
     def child_config(self, mode: Isolation, workdir: str, uid: int | None, status_fd: int) -> dict[str, Any]:
         """The JSON configuration ``_sandbox_child.py`` receives for one run."""
         limits = self.config.limits
-        own = _autogroup_nice()
+        # absolute: this process's nice (its main thread's) + ``nice``; the spawner sets it before
+        # the run's process execs
+        nice = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + self.config.nice)
         return {
             "mode": str(mode),
             "workdir": workdir,
@@ -587,11 +593,7 @@ class Sandbox:
             "status_fd": status_fd,
             "audit_hook": self.config.audit_hook,
             "seccomp": self.config.seccomp and mode is not Isolation.RLIMITS,
-            "nice": self.config.nice,
-            # the run is a session of its own, so under sched_autogroup its nice counts only
-            # inside its own autogroup: the autogroup gets ours + nice, or it would compete with
-            # this process (and its event loop) as an equal
-            "autogroup_nice": None if own is None else min(19, own + self.config.nice),
+            "nice": nice,
             "cgroup": None,  # the run's memory cgroup, filled in per run
         }
 
@@ -834,7 +836,9 @@ class _Spawner:
                     stdout=subprocess.DEVNULL,
                     pass_fds=(child.fileno(),),
                     close_fds=True,
-                    start_new_session=True,  # a terminal's Ctrl-C is this process's to handle
+                    # a terminal's Ctrl-C is this process's to handle; this session still (under
+                    # sched_autogroup, this process's autogroup: see _sandbox_spawner._lowered)
+                    process_group=0,
                     cwd="/",
                     env={},
                 )
@@ -1244,16 +1248,6 @@ def _read_status(fd: int) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 out.append(obj)
     return out
-
-
-def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
-    """This process's autogroup nice (``/proc/self/autogroup``); None where there is none, or where
-    the file says nothing (some containers have it empty)."""
-    try:
-        with open(path) as f:
-            return int(f.read().rsplit(None, 1)[-1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
