@@ -32,6 +32,7 @@ from envs.code.sandbox import (
     SandboxConfig,
     SandboxLimits,
     SandboxUnavailable,
+    _autogroup_nice,
     _probe_lock,
     _probes,
     remove_folder,
@@ -353,25 +354,41 @@ def test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back(mode: Isolat
     assert escaped == []
 
 
-def _autogroup(pid: str) -> str | None:
-    """The name of a process's autogroup (``/autogroup-N``); None where there is none (or the file
-    says nothing: CI's container has it empty)."""
-    try:
-        with open(f"/proc/{pid}/autogroup") as f:
-            return (f.read().split() or [None])[0]
-    except OSError:
-        return None
+@pytest.mark.skipif(_autogroup_nice() is None, reason="no sched_autogroup here (or it says nothing)")
+def test_every_run_shares_one_autogroup_that_weighs_as_the_trainers(tmp_path: Path) -> None:
+    """Under sched_autogroup the CPU is shared between sessions first: the runs are all in one
+    session (the spawner's), whose autogroup has this process's autogroup nice, so however many
+    run they weigh as one session against the trainer's (``rlimits`` mode can read /proc; every
+    mode runs from the same spawner)."""
+    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, concurrency=2)
+    code = "print(open('/proc/self/autogroup').read().strip())"
+
+    async def two() -> list[str]:
+        results: list[str] = []
+
+        async def one() -> None:
+            result = await sandbox.run(code)
+            assert result.ok, result
+            results.append(result.output.strip())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        return results
+
+    first, second = anyio.run(two)
+    ours = Path("/proc/self/autogroup").read_text().split()
+    assert first == second
+    assert first.split()[0] != ours[0]  # not the trainer's own autogroup
+    assert int(first.split()[-1]) == _autogroup_nice()
 
 
-@pytest.mark.skipif(_autogroup(str(os.getpid())) is None, reason="no sched_autogroup here")
-def test_a_run_competes_inside_the_trainers_autogroup(tmp_path: Path) -> None:
-    """Under sched_autogroup a session is an autogroup, scheduled as an equal of every other one
-    whatever the nice values inside: a run stays in this process's (``rlimits`` mode can read
-    /proc; the other modes run the same spawner)."""
-    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False)
-    result = _run(sandbox, "print(open('/proc/self/autogroup').read().split()[0])")
-    assert result.ok, result
-    assert result.output.strip() == _autogroup(str(os.getpid()))
+def test_autogroup_nice_is_none_for_an_empty_or_odd_file(tmp_path: Path) -> None:
+    fake = tmp_path / "autogroup"
+    for text, want in [("", None), ("/autogroup-12 nice", None), ("/autogroup-12 nice 3\n", 3)]:
+        fake.write_text(text)
+        assert _autogroup_nice(str(fake)) == want, text
+    assert _autogroup_nice(str(tmp_path / "missing")) is None
 
 
 def test_nice_is_validated() -> None:

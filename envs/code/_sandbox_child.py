@@ -41,8 +41,8 @@ The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: s
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
 memory-backed files, System V IPC, growing a pipe's buffer (``F_SETPIPE_SZ``) and new sessions
-(``setsid``: a session is an autogroup of its own, which would undo the run's lower
-priority; ``RLIMIT_NICE`` 0 keeps its nice value from being lowered); it kills the
+(``setsid``: a session is an autogroup of its own, outside the one every run shares, see
+``_sandbox_spawner.py``; ``RLIMIT_NICE`` 0 keeps its nice value from being lowered); it kills the
 process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new
 processes (fork, vfork, clone without ``CLONE_THREAD``), ``setpgid`` / ``tkill``;
 signals and ``prlimit64``, ``sched_*``, ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid``
@@ -249,7 +249,7 @@ _NR: dict[str, tuple[int, int]] = {
     "fanotify_mark": (301, 263),
 }
 _DENY_ALWAYS = [
-    "setsid",  # a new session is a new autogroup, scheduled apart from the trainer's
+    "setsid",  # a new session is a new autogroup, apart from the one all runs share
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
@@ -551,7 +551,7 @@ def _confine(cfg: dict, alive_r: int) -> tuple[str, object]:
         # a process group of its own: kill(0) and killpg reach no process outside the run (the
         # supervisor has the same user id; in the other modes a different user id or the seccomp
         # filter keeps its signals in). Not a session: that would be an autogroup of its own,
-        # scheduled as the trainer's equal (see _sandbox_spawner._lowered)
+        # apart from the one all runs share (see _sandbox_spawner.join_autogroup_nice)
         os.setpgid(0, 0)
     if mode in ("namespaces", "userns"):
         _jail(cfg, userns=mode == "userns")

@@ -830,15 +830,19 @@ class _Spawner:
                 return parent
             try:
                 argv = [os.path.realpath(sys.executable), "-I", "-S", "-B", _SPAWNER_SCRIPT]
+                argv.append(str(child.fileno()))
+                own = _autogroup_nice()
+                if own is not None:  # the runs' autogroup weighs as this process's
+                    argv.append(str(own))
                 proc = subprocess.Popen(
-                    [*argv, str(child.fileno())],
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     pass_fds=(child.fileno(),),
                     close_fds=True,
-                    # a terminal's Ctrl-C is this process's to handle; this session still (under
-                    # sched_autogroup, this process's autogroup: see _sandbox_spawner._lowered)
-                    process_group=0,
+                    # a terminal's Ctrl-C is this process's to handle; and, under sched_autogroup,
+                    # one autogroup for every run (_sandbox_spawner.join_autogroup_nice)
+                    start_new_session=True,
                     cwd="/",
                     env={},
                 )
@@ -1248,6 +1252,16 @@ def _read_status(fd: int) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 out.append(obj)
     return out
+
+
+def _autogroup_nice(path: str = "/proc/self/autogroup") -> int | None:
+    """This process's autogroup nice (``/proc/self/autogroup``); None where there is none, or where
+    the file says nothing (some containers have it empty)."""
+    try:
+        with open(path) as f:
+            return int(f.read().rsplit(None, 1)[-1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
