@@ -391,6 +391,32 @@ def test_autogroup_nice_is_none_for_an_empty_or_odd_file(tmp_path: Path) -> None
     assert _autogroup_nice(str(tmp_path / "missing")) is None
 
 
+@pytest.mark.parametrize(
+    ("waiting", "limit_s", "wall_cap_s", "cut"),
+    [
+        (0.0, 0.3, 5.0, True),  # never waits for a CPU: cut at its limit
+        (0.9, 0.3, 5.0, False),  # waits 90% of the time: 1 s of wall-clock time is 0.1 s going
+        (1.0, 0.3, 0.5, True),  # always waiting: cut at the wall-clock cap
+    ],
+)
+def test_the_time_limit_does_not_count_waits_for_a_cpu(
+    monkeypatch: pytest.MonkeyPatch, waiting: float, limit_s: float, wall_cap_s: float, cut: bool
+) -> None:
+    """The supervisor's time limit: a run slowed by a busy machine (it is scheduled below the
+    trainer) is not cut short, its waits for a CPU (``/proc/<pid>/schedstat``, faked here as a
+    share of the wall-clock time) do not count; the wall-clock cap holds in any case."""
+    from envs.code import _sandbox_child
+
+    t0 = time.monotonic()
+    monkeypatch.setattr(_sandbox_child, "_run_delay_s", lambda _fd: waiting * (time.monotonic() - t0))
+    proc = subprocess.Popen(["sleep", "1"])
+    report = _sandbox_child._supervise(proc.pid, limit_s, wall_cap_s)
+    proc.returncode = 0  # reaped by _supervise
+    assert report["timeout"] is cut
+    assert report.get("signal") == (signal.SIGKILL if cut else None)
+    assert report.get("exit") == (None if cut else 0)
+
+
 def test_nice_is_validated() -> None:
     with pytest.raises(ValueError, match="nice must be in"):
         SandboxConfig(nice=-1)

@@ -9,7 +9,8 @@ Two processes, so that something unsandboxed always watches the sandboxed one:
 
 - the *supervisor* (this script's first process) reads the code, enters new namespaces (modes
   ``namespaces``, and ``userns`` with a user namespace first), forks the *runner* and waits for it,
-  with its own wall-clock backstop (``backstop_s``), then reports the runner's exit status or
+  killing it at its time limit (``timeout_s``, not counting its waits for a CPU; ``wall_cap_s``
+  of wall-clock time at most), then reports the runner's exit status or
   signal, CPU time and peak memory as one JSON line on fd 3;
 - the *runner* (in a process group of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
   drops every privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
@@ -416,15 +417,28 @@ def main() -> None:
         _status({"setup_error": f"{type(e).__name__}: {e}"})
         os._exit(0)
     alive_r, alive_w = os.pipe()
+    # /proc as this process sees it now: the runner's pivot_root moves this process's root too
+    # (same mount namespace), and the runner's schedstat must stay readable
+    try:
+        proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        proc = -1
     pid = os.fork()
     if pid == 0:
+        if proc >= 0:
+            os.close(proc)  # the host's /proc is not the code's
         os.close(alive_w)
         _runner(cfg, code, alive_r)  # never returns
     os.close(alive_r)
+    schedstat = -1
+    if proc >= 0:
+        with contextlib.suppress(OSError):
+            schedstat = os.open(f"{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+        os.close(proc)
     quota = None
     if mode == "landlock":  # the namespace modes' folder is a tmpfs of this size
         quota = (cfg["workdir"], int(cfg["disk_mb"]) << 20, int(cfg["inodes"]))
-    report = _supervise(pid, float(cfg["backstop_s"]), quota)
+    report = _supervise(pid, float(cfg["timeout_s"]), float(cfg["wall_cap_s"]), quota, schedstat)
     _status(report)
     os._exit(0)
 
@@ -450,14 +464,27 @@ def _status(obj: dict) -> None:
         os.write(STATUS_FD, (json.dumps(obj) + "\n").encode())
 
 
-def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None = None) -> dict:
-    """Wait for the runner (killing it after ``backstop_s``, or when its folder holds more than
-    ``quota`` = (folder, bytes, entries), checked every :data:`QUOTA_POLL_S`); its exit status
-    and usage."""
+def _supervise(
+    pid: int,
+    limit_s: float,
+    wall_cap_s: float,
+    quota: tuple[str, int, int] | None = None,
+    schedstat: int = -1,
+) -> dict:
+    """Wait for the runner, killing it once it has been going ``limit_s`` not counting its waits
+    for a CPU (:func:`_run_delay_s` of its ``/proc/<pid>/schedstat``, open as ``schedstat``; -1:
+    the wall clock alone), or after ``wall_cap_s`` of wall-clock time in any case, or
+    when its folder holds more than ``quota`` = (folder, bytes, entries), checked every
+    :data:`QUOTA_POLL_S`; its exit status and usage.
+
+    Why not the wall clock alone: runs are scheduled below the trainer (and share one autogroup,
+    see ``_sandbox_spawner.py``), so on a busy machine a run may wait for a CPU much longer than it
+    runs; cutting it at ``limit_s`` of wall-clock time would turn the machine's load into
+    timeouts, that is into rewards."""
     import select
     import time
 
-    backstop = over_quota = False
+    timed_out = over_quota = False
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -465,18 +492,21 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
     if pidfd >= 0:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + backstop_s
+        start, waited0 = time.monotonic(), _run_delay_s(schedstat)
         while True:
-            left = deadline - time.monotonic()
+            elapsed = time.monotonic() - start
+            going = elapsed - max(0.0, _run_delay_s(schedstat) - waited0)
+            # going grows no faster than the wall clock: sleeping what is left never overshoots
+            left = min(limit_s - going, wall_cap_s - elapsed)
             if left <= 0:
-                backstop = True
+                timed_out = True
                 break
-            if poller.poll(int(1000 * (min(left, QUOTA_POLL_S) if quota else left))):
+            if poller.poll(max(1, int(1000 * (min(left, QUOTA_POLL_S) if quota else left)))):
                 break
             if quota and _folder_over(*quota):
                 over_quota = True
                 break
-        if backstop or over_quota:
+        if timed_out or over_quota:
             os.kill(pid, signal.SIGKILL)
     while True:
         try:
@@ -487,7 +517,7 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
     report: dict = {
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
         "maxrss_kb": usage.ru_maxrss,
-        "backstop": backstop,
+        "timeout": timed_out,
         "disk": over_quota,
     }
     if os.WIFSIGNALED(status):
@@ -499,6 +529,17 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
 
 QUOTA_POLL_S = 0.1
 """How often the supervisor measures the working folder in ``landlock`` mode (no tmpfs there)."""
+
+
+def _run_delay_s(schedstat: int) -> float:
+    """How long a process (its main thread) has waited for a CPU while runnable, in seconds, from
+    its open ``/proc/<pid>/schedstat``; 0.0 where there is none or the kernel does not say."""
+    if schedstat < 0:
+        return 0.0
+    try:
+        return int(os.pread(schedstat, 128, 0).split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _folder_over(folder: str, max_bytes: int, max_entries: int) -> bool:

@@ -103,6 +103,7 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
         config["status_fd"] = status
         argv = [str(a) for a in message["argv"]] + [json.dumps(config)]
         nice = min(19, int(config.get("nice", 0)))
+        session = bool(message.get("session"))  # a session per run: the bench's "before" side
         proc = subprocess.Popen(
             argv,
             stdin=stdin,
@@ -110,10 +111,9 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
             stderr=output,
             pass_fds=(status,),
             close_fds=True,
-            process_group=0,  # killpg reaches the run alone
-            # fork-safe: this process has one thread (the bench's in-thread spawner: two calls
-            # that take no lock)
-            preexec_fn=lambda: _lowered(nice),
+            start_new_session=session,
+            process_group=None if session else 0,  # killpg reaches the run alone
+            preexec_fn=lambda: _lowered(nice),  # fork-safe: this process has one thread
             cwd="/",
             env={},
         )
@@ -149,8 +149,7 @@ POLL_S = 0.05
 def serve(control: socket.socket) -> None:
     """Answer requests on ``control`` until it closes; then end every run left.
 
-    No signal handling (it may run in a thread: the trainer's own fallback, and the bench's
-    comparison with process creation in the trainer): a run's end is seen on its pidfd.
+    No signal handling: a run's end is seen on its pidfd.
     """
     runs: dict[int, _Run] = {}  # by channel descriptor
     ending: dict[int, _Run] = {}  # by pidfd
