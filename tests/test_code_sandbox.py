@@ -545,14 +545,38 @@ def test_auto_gives_a_user_without_root_its_own_namespaces_and_warns_on_the_fall
 
 def test_a_user_without_root_cannot_raise_a_run_either() -> None:
     """The same as ``test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back``, by a user
-    without root (``userns`` and ``landlock``)."""
+    without root (``userns`` and ``landlock``); and the runs' shared autogroup gets this process's
+    autogroup nice though such a user may renice an autogroup only ten times a second."""
     out = _as_user("""
-        import json
-        from tests.test_code_sandbox import _priority_check
-        print(json.dumps({mode: _priority_check(mode, 7) for mode in ("userns", "landlock")}))
+        import anyio, json, os, time
+        from envs.code.sandbox import Isolation, Sandbox, SandboxConfig
+        # first (the spawner starts with the first run): a session of its own whose autogroup
+        # nice is 3; the runs' autogroup must get it too, though a user without root may renice
+        # an autogroup only ten times a second
+        os.setsid()
+        for _ in range(100):
+            try:
+                with open("/proc/self/autogroup", "w") as f:
+                    f.write("3")
+                break
+            except BlockingIOError:
+                time.sleep(0.02)
+            except OSError:  # no autogroups here
+                break
+        sandbox = Sandbox(SandboxConfig(isolation=Isolation.RLIMITS, audit_hook=False))
+        run = anyio.run(sandbox.run, "print(open('/proc/self/autogroup').read())")
+        with open("/proc/self/autogroup") as f:
+            autogroups = [f.read(), run.output]
+        from tests.test_code_sandbox import _priority_check  # probes each mode: after the above
+        out = {mode: _priority_check(mode, 7) for mode in ("userns", "landlock")}
+        out["autogroups"] = autogroups
+        print(json.dumps(out))
     """)
+    mine, theirs = out.pop("autogroups")
     for mode, (ours, (nice, limit, *escaped)) in out.items():
         assert (nice, limit, escaped) == (min(19, ours + 7), [0, 0], []), mode
+    if mine.split()[-1:] == ["3"]:  # sched_autogroup is on, and the file says so
+        assert theirs.split()[-1] == "3" and theirs.split()[0] != mine.split()[0]
 
 
 def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
