@@ -227,7 +227,7 @@ def join_autogroup_nice(nice: int, path: str = "/proc/self/autogroup") -> bool:
     Every run is a process of this session, so under ``sched_autogroup`` all of them share one
     autogroup: the scheduler shares the CPU between autogroups first, so the runs together weigh
     as much as the trainer's own session (at ``nice``: the trainer's autogroup's), however many
-    there are, and the trainer's event loop gets its turn at once when it wakes. A session per
+    there are, and the trainer's event loop gets its turn promptly when it wakes. A session per
     run made 64 runs weigh as 64 sessions against the trainer's one (and their interpreters
     started at an autogroup nice of 0 before they could renice it, which a user without root is
     refused more than ten times a second). Machines without autogroups (a cgroup per service or

@@ -264,7 +264,8 @@ class SandboxConfig:
     nice: int = 10
     """How far below this process the runs are scheduled, so that its event loop wins the CPU over
     the code: a run's nice value is this process's + ``nice`` (at most 19), from the start of its
-    process on, in this process's autogroup; the code cannot lower it (0..19; 0: this priority)."""
+    process on, and the code cannot lower it (0..19; 0: this priority). Under ``sched_autogroup``
+    all runs share one session, whose autogroup has this process's autogroup nice."""
     tmp_dir: str | None = None
     """Where the working folders are created (None: the system's temporary folder)."""
 
@@ -1067,7 +1068,7 @@ class _Run:
                 if proc.pid is not None and not proc.ended:  # not reaped: its group id is still its own
                     proc.kill()
                     await proc.wait(_wall_cap_s(self.limits))
-                    await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
+                    await self._drain(out_fd)  # a runner in a group of its own dies with it (PDEATHSIG)
                 reports = await _workers.run(self._finish, out_fd, status_fd)
                 proc.release()
         if start_error is not None:
