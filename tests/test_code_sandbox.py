@@ -302,30 +302,85 @@ def test_no_process_of_a_run_outlives_it(tmp_path: Path) -> None:
     assert leftover_processes(result) == []
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no sched_autogroup here")
-def test_a_run_is_niced_inside_its_own_autogroup_too(tmp_path: Path) -> None:
-    """A run is a session of its own, so under sched_autogroup its process nice counts only inside
-    its own autogroup: that autogroup's nice must be ours + ``nice``, or the run would compete
-    with the event loop's process as an equal."""
-    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, nice=7)
-    ours = _autogroup_nice()
-    if ours is None:  # the file is there but says nothing (some containers): nothing to carry over
-        pytest.skip(f"/proc/self/autogroup has no nice here: {Path('/proc/self/autogroup').read_text()!r}")
-    result = _run(sandbox, "import os\nprint(open('/proc/self/autogroup').read().split()[-1], os.nice(0))")
-    assert result.ok, result
-    assert result.output.split() == [str(min(19, ours + 7)), str(min(19, os.nice(0) + 7))]
+RAISE_PRIORITY = """
+import json, os, resource
+nice = os.getpriority(os.PRIO_PROCESS, 0)
+out = [nice, list(resource.getrlimit(resource.RLIMIT_NICE))]
+def new_session():  # from a child where it may fork (the runner may lead its process group)
+    try:
+        pid = os.fork()
+    except OSError:  # landlock: one process, which leads no group
+        os.setsid()
+        return
+    if pid == 0:
+        try:
+            os.setsid()
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    if os.waitpid(pid, 0)[1]:
+        raise OSError("refused")
+for name, call in (
+    ("lower_nice", lambda: os.setpriority(os.PRIO_PROCESS, 0, nice - 1)),
+    ("raise_nice_limit", lambda: resource.setrlimit(resource.RLIMIT_NICE, (40, 40))),
+    ("new_session", new_session),
+):
+    try:
+        call()
+        out.append(name)
+    except (OSError, ValueError):
+        pass
+print(json.dumps(out))
+"""
 
 
-def test_a_run_is_niced_where_its_autogroup_says_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where ``/proc/self/autogroup`` is missing or empty (CI's container has it empty) the run still
-    starts, with its process nice raised, and no autogroup nice is sent to it."""
-    monkeypatch.setattr("envs.code.sandbox._autogroup_nice", lambda: None)
-    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, nice=7)
-    result = _run(sandbox, "import os\nprint(os.nice(0))")
+def _priority_check(mode: str, nice: int) -> tuple[int, list[object]]:
+    """(the harness's nice, what the run saw: its nice, its RLIMIT_NICE, what got through)."""
+    sandbox = Sandbox(SandboxConfig(isolation=Isolation(mode), audit_hook=False, nice=nice, limits=QUICK))
+    result = anyio.run(sandbox.run, RAISE_PRIORITY)
     assert result.ok, result
-    assert result.output.split() == [str(min(19, os.nice(0) + 7))]
+    return os.getpriority(os.PRIO_PROCESS, 0), json.loads(result.output)
+
+
+@pytest.mark.parametrize("mode", STRONG)
+def test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back(mode: Isolation) -> None:
+    """A run's processes get this process's nice + ``nice`` before they exec (their interpreter's
+    start-up included), with ``RLIMIT_NICE`` 0: the code can neither lower its nice, nor raise the
+    limit, nor start a session (which would be an autogroup of its own, scheduled as the trainer's
+    equal). As a user without root: ``test_a_user_without_root_cannot_raise_a_run_either``."""
+    ours, (nice, limit, *escaped) = _priority_check(str(mode), 7)
+    assert nice == min(19, ours + 7)
+    assert limit == [0, 0]
+    assert escaped == []
+
+
+@pytest.mark.skipif(_autogroup_nice() is None, reason="no sched_autogroup here (or it says nothing)")
+def test_every_run_shares_one_autogroup_that_weighs_as_the_trainers(tmp_path: Path) -> None:
+    """Under sched_autogroup the CPU is shared between sessions first: the runs are all in one
+    session (the spawner's), whose autogroup has this process's autogroup nice, so however many
+    run they weigh as one session against the trainer's (``rlimits`` mode can read /proc; every
+    mode runs from the same spawner)."""
+    sandbox = _sandbox(tmp_path, isolation=Isolation.RLIMITS, audit_hook=False, concurrency=2)
+    code = "print(open('/proc/self/autogroup').read().strip())"
+
+    async def two() -> list[str]:
+        results: list[str] = []
+
+        async def one() -> None:
+            result = await sandbox.run(code)
+            assert result.ok, result
+            results.append(result.output.strip())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        return results
+
+    first, second = anyio.run(two)
+    ours = Path("/proc/self/autogroup").read_text().split()
+    assert first == second
+    assert first.split()[0] != ours[0]  # not the trainer's own autogroup
+    assert int(first.split()[-1]) == _autogroup_nice()
 
 
 def test_autogroup_nice_is_none_for_an_empty_or_odd_file(tmp_path: Path) -> None:
@@ -334,6 +389,37 @@ def test_autogroup_nice_is_none_for_an_empty_or_odd_file(tmp_path: Path) -> None
         fake.write_text(text)
         assert _autogroup_nice(str(fake)) == want, text
     assert _autogroup_nice(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.parametrize(
+    ("waiting", "limit_s", "wall_cap_s", "cut"),
+    [
+        (0.0, 0.3, 5.0, True),  # never waits for a CPU: cut at its limit
+        (0.9, 0.3, 5.0, False),  # waits 90% of the time: 1 s of wall-clock time is 0.1 s going
+        (1.0, 0.3, 0.5, True),  # always waiting: cut at the wall-clock cap
+    ],
+)
+def test_the_time_limit_does_not_count_waits_for_a_cpu(
+    monkeypatch: pytest.MonkeyPatch, waiting: float, limit_s: float, wall_cap_s: float, cut: bool
+) -> None:
+    """The supervisor's time limit: a run slowed by a busy machine (it is scheduled below the
+    trainer) is not cut short, its waits for a CPU (``/proc/<pid>/schedstat``, faked here as a
+    share of the wall-clock time) do not count; the wall-clock cap holds in any case."""
+    from envs.code import _sandbox_child
+
+    t0 = time.monotonic()
+    monkeypatch.setattr(_sandbox_child, "_run_delay_s", lambda _fd: waiting * (time.monotonic() - t0))
+    proc = subprocess.Popen(["sleep", "1"])
+    report = _sandbox_child._supervise(proc.pid, limit_s, wall_cap_s)
+    proc.returncode = 0  # reaped by _supervise
+    assert report["timeout"] is cut
+    assert report.get("signal") == (signal.SIGKILL if cut else None)
+    assert report.get("exit") == (None if cut else 0)
+
+
+def test_nice_is_validated() -> None:
+    with pytest.raises(ValueError, match="nice must be in"):
+        SandboxConfig(nice=-1)
 
 
 def test_an_unavailable_isolation_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -457,6 +543,42 @@ def test_auto_gives_a_user_without_root_its_own_namespaces_and_warns_on_the_fall
     assert "switched off for the test" in out["warnings"][0]
 
 
+def test_a_user_without_root_cannot_raise_a_run_either() -> None:
+    """The same as ``test_a_run_is_scheduled_below_the_trainer_and_cannot_climb_back``, by a user
+    without root (``userns`` and ``landlock``); and the runs' shared autogroup gets this process's
+    autogroup nice though such a user may renice an autogroup only ten times a second."""
+    out = _as_user("""
+        import anyio, json, os, time
+        from envs.code.sandbox import Isolation, Sandbox, SandboxConfig
+        # first (the spawner starts with the first run): a session of its own whose autogroup
+        # nice is 3; the runs' autogroup must get it too, though a user without root may renice
+        # an autogroup only ten times a second
+        os.setsid()
+        for _ in range(100):
+            try:
+                with open("/proc/self/autogroup", "w") as f:
+                    f.write("3")
+                break
+            except BlockingIOError:
+                time.sleep(0.02)
+            except OSError:  # no autogroups here
+                break
+        sandbox = Sandbox(SandboxConfig(isolation=Isolation.RLIMITS, audit_hook=False))
+        run = anyio.run(sandbox.run, "print(open('/proc/self/autogroup').read())")
+        with open("/proc/self/autogroup") as f:
+            autogroups = [f.read(), run.output]
+        from tests.test_code_sandbox import _priority_check  # probes each mode: after the above
+        out = {mode: _priority_check(mode, 7) for mode in ("userns", "landlock")}
+        out["autogroups"] = autogroups
+        print(json.dumps(out))
+    """)
+    mine, theirs = out.pop("autogroups")
+    for mode, (ours, (nice, limit, *escaped)) in out.items():
+        assert (nice, limit, escaped) == (min(19, ours + 7), [0, 0], []), mode
+    if mine.split()[-1:] == ["3"]:  # sched_autogroup is on, and the file says so
+        assert theirs.split()[-1] == "3" and theirs.split()[0] != mine.split()[0]
+
+
 def test_the_modes_without_root_hold_against_every_escape_attempt() -> None:
     """``userns`` and ``landlock`` run by a user without root, audit hook off: no attempt escapes
     what the mode claims, judged from outside (the harness's limits and scheduling, the outside
@@ -528,6 +650,7 @@ def test_the_judges_see_each_escape_where_nothing_stops_it() -> None:
         "audit_hook_state",
         "pipe_buffer_memory",
         "sigio_owner_harness",
+        "new_session_autogroup",
     ]
     if len(os.sched_getaffinity(0)) > 1:
         names.append("affinity_harness")

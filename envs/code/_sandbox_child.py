@@ -9,9 +9,10 @@ Two processes, so that something unsandboxed always watches the sandboxed one:
 
 - the *supervisor* (this script's first process) reads the code, enters new namespaces (modes
   ``namespaces``, and ``userns`` with a user namespace first), forks the *runner* and waits for it,
-  with its own wall-clock backstop (``backstop_s``), then reports the runner's exit status or
+  killing it at its time limit (``timeout_s``, not counting its waits for a CPU; ``wall_cap_s``
+  of wall-clock time at most), then reports the runner's exit status or
   signal, CPU time and peak memory as one JSON line on fd 3;
-- the *runner* (in a session of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
+- the *runner* (in a process group of its own in ``userns`` mode) builds the jail (see :func:`_jail`),
   drops every privilege, applies rlimits, ``PR_SET_NO_NEW_PRIVS``, the seccomp filter (:func:`_seccomp`) and
   (mode ``landlock``) a Landlock ruleset, writes ``ready`` on fd 3 and closes it, installs the
   audit hook, and executes the code in ``__main__``. Nothing the code does after that reaches
@@ -40,9 +41,11 @@ Modes (chosen by the parent, see ``Isolation``):
 The seccomp filter (x86-64 and aarch64) refuses with ``EPERM``, in every mode: sockets other than
 ``AF_UNIX``, io_uring, ptrace and cross-process memory access, pidfds, ``kcmp``, bpf, perf events,
 userfaultfd, keyrings, namespace and mount calls, module loading, kexec, handle opening,
-memory-backed files, System V IPC and growing a pipe's buffer (``F_SETPIPE_SZ``); it kills the
+memory-backed files, System V IPC, growing a pipe's buffer (``F_SETPIPE_SZ``) and new sessions
+(``setsid``: a session is an autogroup of its own, outside the one every run shares, see
+``_sandbox_spawner.py``; ``RLIMIT_NICE`` 0 keeps its nice value from being lowered); it kills the
 process (``SIGSYS``) on the tripwire call :data:`TRIPWIRE_NR`. In ``landlock`` mode also: new
-processes (fork, vfork, clone without ``CLONE_THREAD``), ``setsid`` / ``setpgid`` / ``tkill``;
+processes (fork, vfork, clone without ``CLONE_THREAD``), ``setpgid`` / ``tkill``;
 signals and ``prlimit64``, ``sched_*``, ``setpriority``, ``ioprio_*``, ``getpgid``, ``getsid``
 unless aimed at the runner itself (and no ``SIGSYS``); an fd's owner (``F_SETOWN``,
 ``F_SETOWN_EX``, ``F_SETSIG``, ``FIOSETOWN``, ``SIOCSPGRP``: I/O signals to another process);
@@ -247,6 +250,7 @@ _NR: dict[str, tuple[int, int]] = {
     "fanotify_mark": (301, 263),
 }
 _DENY_ALWAYS = [
+    "setsid",  # a new session is a new autogroup, apart from the one all runs share
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
@@ -303,8 +307,9 @@ _DENY_ALWAYS = [
     "msgctl",
     "mq_open",
 ]
-_DENY_SINGLE_PROCESS = ["fork", "vfork", "setsid", "setpgid", "tkill"]
-"""``landlock`` mode: no new process, no new session or group, no signal by thread id."""
+_DENY_SINGLE_PROCESS = ["fork", "vfork", "setpgid", "tkill"]
+"""``landlock`` mode: no new process, no new process group (nor session: every mode), no signal
+by thread id."""
 _DENY_METADATA = [
     "chmod",
     "fchmod",
@@ -390,11 +395,6 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     STATUS_FD = int(cfg.get("status_fd", STATUS_FD))
     code = sys.stdin.buffer.read()
-    if cfg.get("nice"):
-        os.nice(int(cfg["nice"]))
-    if cfg.get("autogroup_nice") is not None:  # this session's autogroup (sched_autogroup), see sandbox.py
-        with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
-            f.write(str(int(cfg["autogroup_nice"])))
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -417,15 +417,28 @@ def main() -> None:
         _status({"setup_error": f"{type(e).__name__}: {e}"})
         os._exit(0)
     alive_r, alive_w = os.pipe()
+    # /proc as this process sees it now: the runner's pivot_root moves this process's root too
+    # (same mount namespace), and the runner's schedstat must stay readable
+    try:
+        proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        proc = -1
     pid = os.fork()
     if pid == 0:
+        if proc >= 0:
+            os.close(proc)  # the host's /proc is not the code's
         os.close(alive_w)
         _runner(cfg, code, alive_r)  # never returns
     os.close(alive_r)
+    schedstat = -1
+    if proc >= 0:
+        with contextlib.suppress(OSError):
+            schedstat = os.open(f"{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+        os.close(proc)
     quota = None
     if mode == "landlock":  # the namespace modes' folder is a tmpfs of this size
         quota = (cfg["workdir"], int(cfg["disk_mb"]) << 20, int(cfg["inodes"]))
-    report = _supervise(pid, float(cfg["backstop_s"]), quota)
+    report = _supervise(pid, float(cfg["timeout_s"]), float(cfg["wall_cap_s"]), quota, schedstat)
     _status(report)
     os._exit(0)
 
@@ -451,14 +464,27 @@ def _status(obj: dict) -> None:
         os.write(STATUS_FD, (json.dumps(obj) + "\n").encode())
 
 
-def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None = None) -> dict:
-    """Wait for the runner (killing it after ``backstop_s``, or when its folder holds more than
-    ``quota`` = (folder, bytes, entries), checked every :data:`QUOTA_POLL_S`); its exit status
-    and usage."""
+def _supervise(
+    pid: int,
+    limit_s: float,
+    wall_cap_s: float,
+    quota: tuple[str, int, int] | None = None,
+    schedstat: int = -1,
+) -> dict:
+    """Wait for the runner, killing it once it has been going ``limit_s`` not counting its waits
+    for a CPU (:func:`_run_delay_s` of its ``/proc/<pid>/schedstat``, open as ``schedstat``; -1:
+    the wall clock alone), or after ``wall_cap_s`` of wall-clock time in any case, or
+    when its folder holds more than ``quota`` = (folder, bytes, entries), checked every
+    :data:`QUOTA_POLL_S`; its exit status and usage.
+
+    Why not the wall clock alone: runs are scheduled below the trainer (and share one autogroup,
+    see ``_sandbox_spawner.py``), so on a busy machine a run may wait for a CPU much longer than it
+    runs; cutting it at ``limit_s`` of wall-clock time would turn the machine's load into
+    timeouts, that is into rewards."""
     import select
     import time
 
-    backstop = over_quota = False
+    timed_out = over_quota = False
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -466,18 +492,21 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
     if pidfd >= 0:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + backstop_s
+        start, waited0 = time.monotonic(), _run_delay_s(schedstat)
         while True:
-            left = deadline - time.monotonic()
+            elapsed = time.monotonic() - start
+            going = elapsed - max(0.0, _run_delay_s(schedstat) - waited0)
+            # going grows no faster than the wall clock: sleeping what is left never overshoots
+            left = min(limit_s - going, wall_cap_s - elapsed)
             if left <= 0:
-                backstop = True
+                timed_out = True
                 break
-            if poller.poll(int(1000 * (min(left, QUOTA_POLL_S) if quota else left))):
+            if poller.poll(max(1, int(1000 * (min(left, QUOTA_POLL_S) if quota else left)))):
                 break
             if quota and _folder_over(*quota):
                 over_quota = True
                 break
-        if backstop or over_quota:
+        if timed_out or over_quota:
             os.kill(pid, signal.SIGKILL)
     while True:
         try:
@@ -488,7 +517,7 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
     report: dict = {
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
         "maxrss_kb": usage.ru_maxrss,
-        "backstop": backstop,
+        "timeout": timed_out,
         "disk": over_quota,
     }
     if os.WIFSIGNALED(status):
@@ -500,6 +529,17 @@ def _supervise(pid: int, backstop_s: float, quota: tuple[str, int, int] | None =
 
 QUOTA_POLL_S = 0.1
 """How often the supervisor measures the working folder in ``landlock`` mode (no tmpfs there)."""
+
+
+def _run_delay_s(schedstat: int) -> float:
+    """How long a process (its main thread) has waited for a CPU while runnable, in seconds, from
+    its open ``/proc/<pid>/schedstat``; 0.0 where there is none or the kernel does not say."""
+    if schedstat < 0:
+        return 0.0
+    try:
+        return int(os.pread(schedstat, 128, 0).split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _folder_over(folder: str, max_bytes: int, max_entries: int) -> bool:
@@ -549,10 +589,11 @@ def _confine(cfg: dict, alive_r: int) -> tuple[str, object]:
     workdir = cfg["workdir"]
     uid, gid = cfg.get("uid"), cfg.get("gid")
     if mode == "userns":
-        # a session and process group of its own: kill(0) and killpg reach no process outside the
-        # run (the supervisor has the same user id; in the other modes a different user id or the
-        # seccomp filter keeps its signals in)
-        os.setsid()
+        # a process group of its own: kill(0) and killpg reach no process outside the run (the
+        # supervisor has the same user id; in the other modes a different user id or the seccomp
+        # filter keeps its signals in). Not a session: that would be an autogroup of its own,
+        # apart from the one all runs share (see _sandbox_spawner.join_autogroup_nice)
+        os.setpgid(0, 0)
     if mode in ("namespaces", "userns"):
         _jail(cfg, userns=mode == "userns")
         workdir = WORKDIR_IN_JAIL
@@ -689,6 +730,7 @@ def _rlimits(cfg: dict, mode: str) -> None:
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_MEMLOCK, 0)
     cap(resource.RLIMIT_MSGQUEUE, 0)
+    cap(resource.RLIMIT_NICE, 0)  # its nice cannot be lowered (the spawner set it already)
     if mode == "namespaces" or (mode == "rlimits" and os.getuid() != 0):
         # counts every task of the (real) user: in namespaces mode that user is the sandbox's own;
         # in landlock mode seccomp refuses new processes instead

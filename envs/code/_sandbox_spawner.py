@@ -1,20 +1,23 @@
 """The sandbox's spawner: one long-lived process that starts every run, so the trainer never forks.
 
 Started once per trainer process by :mod:`envs.code.sandbox` as ``python -I -S -B
-_sandbox_spawner.py <fd>``, where ``<fd>`` is its end of a unix ``SOCK_SEQPACKET`` socket pair
-(the *control* socket). It imports only the standard library. Why a process of its own: creating a
-process from a thread of the trainer holds the trainer's GIL until the child has exec'd
-(CPython 3.11's ``_posixsubprocess`` keeps it across ``vfork``), and on a loaded machine that
-child can wait a long time for a CPU, stalling the event loop for that long. Here only this
-process waits.
+_sandbox_spawner.py <fd> [<autogroup nice>]`` in a session of its own, where ``<fd>`` is its end
+of a unix ``SOCK_SEQPACKET`` socket pair (the *control* socket); it gives its session's autogroup
+the trainer's autogroup nice (:func:`join_autogroup_nice`). It imports only the standard
+library. Why a process of its own: creating a process from a thread of the trainer holds the
+trainer's GIL until the child has exec'd (CPython 3.11's ``_posixsubprocess`` keeps it across
+``vfork``), and on a loaded machine that child can wait a long time for a CPU, stalling the event
+loop for that long. Here only this process waits.
 
 Protocol (one JSON object per message, descriptors passed with ``SCM_RIGHTS``):
 
 - a request on the control socket: ``{"argv": [...], "config": {...}}`` with four descriptors:
   the run's *channel* (a ``SOCK_SEQPACKET`` socket of its own), the run's stdin, its output pipe
-  (stdout and stderr) and its status pipe. The spawner starts ``argv + [json(config)]`` in a new
-  session, in ``/``, with an empty environment, every other descriptor closed, the status pipe
-  kept and its number written into ``config["status_fd"]``; then it closes its copies;
+  (stdout and stderr) and its status pipe. The spawner starts ``argv + [json(config)]`` in a
+  process group of its own (in this process's session: see :func:`join_autogroup_nice`), in
+  ``/``, with an empty environment, every other descriptor closed, the status pipe kept and its
+  number written into ``config["status_fd"]``, at the nice value ``config["nice"]`` from its
+  first instruction on (:func:`_lowered`); then it closes its copies;
 - on the channel it answers ``{"pid": n}`` (or ``{"error": "..."}``), and later ``{"exited":
   true}`` once the process has ended. It does not reap the process before the trainer closes its
   end of the channel: until then the process id, and so its process group id, cannot be reused,
@@ -31,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -71,6 +75,20 @@ def _send(channel: socket.socket, obj: dict) -> bool:
         return False
 
 
+def _lowered(nice: int) -> None:
+    """In the child, before it execs: the run's priority, which it cannot raise again.
+
+    Its nice value becomes ``nice`` (never lower than it is), and ``RLIMIT_NICE`` 0 (soft and
+    hard) means a process without ``CAP_SYS_NICE`` cannot lower it again (the runner has none).
+    Set here rather than by the run's own first lines, so that its interpreter's start-up already
+    runs below the trainer. The run stays in this process's session (see :func:`main`); the code
+    cannot start a session of its own (seccomp, every mode).
+    """
+    if nice > os.getpriority(os.PRIO_PROCESS, 0):
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+
+
 def _start(request: bytes, fds: list[int]) -> _Run | None:
     """Start one run; None when the request was malformed (its descriptors closed)."""
     if len(fds) != 4:
@@ -84,6 +102,8 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
         config = dict(message["config"])
         config["status_fd"] = status
         argv = [str(a) for a in message["argv"]] + [json.dumps(config)]
+        nice = min(19, int(config.get("nice", 0)))
+        session = bool(message.get("session"))  # a session per run: the bench's "before" side
         proc = subprocess.Popen(
             argv,
             stdin=stdin,
@@ -91,11 +111,13 @@ def _start(request: bytes, fds: list[int]) -> _Run | None:
             stderr=output,
             pass_fds=(status,),
             close_fds=True,
-            start_new_session=True,
+            start_new_session=session,
+            process_group=None if session else 0,  # killpg reaches the run alone
+            preexec_fn=lambda: _lowered(nice),  # fork-safe: this process has one thread
             cwd="/",
             env={},
         )
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as e:
         _send(channel, {"error": f"{type(e).__name__}: {e}"})
         channel.close()
         return None
@@ -127,8 +149,7 @@ POLL_S = 0.05
 def serve(control: socket.socket) -> None:
     """Answer requests on ``control`` until it closes; then end every run left.
 
-    No signal handling (it may run in a thread: the trainer's own fallback, and the bench's
-    comparison with process creation in the trainer): a run's end is seen on its pidfd.
+    No signal handling: a run's end is seen on its pidfd.
     """
     runs: dict[int, _Run] = {}  # by channel descriptor
     ending: dict[int, _Run] = {}  # by pidfd
@@ -195,9 +216,46 @@ def serve(control: socket.socket) -> None:
                     time.sleep(0.02)
 
 
+AUTOGROUP_TRIES = 50
+"""How often the autogroup's nice is tried (20 ms apart): a user without root may renice an
+autogroup only ten times a second, machine-wide."""
+
+
+def join_autogroup_nice(nice: int, path: str = "/proc/self/autogroup") -> bool:
+    """Give this session's autogroup (``sched_autogroup``) the nice value ``nice``; whether it took.
+
+    Every run is a process of this session, so under ``sched_autogroup`` all of them share one
+    autogroup: the scheduler shares the CPU between autogroups first, so the runs together weigh
+    as much as the trainer's own session (at ``nice``: the trainer's autogroup's), however many
+    there are, and the trainer's event loop gets its turn promptly when it wakes. A session per
+    run made 64 runs weigh as 64 sessions against the trainer's one (and their interpreters
+    started at an autogroup nice of 0 before they could renice it, which a user without root is
+    refused more than ten times a second). Machines without autogroups (a cgroup per service or
+    container) schedule by the runs' nice values instead (:func:`_lowered`).
+    """
+    try:
+        with open(path) as f:
+            if int(f.read().rsplit(None, 1)[-1]) == nice:
+                return True
+    except (OSError, ValueError, IndexError):
+        return False
+    for _ in range(AUTOGROUP_TRIES):
+        try:
+            with open(path, "w") as f:
+                f.write(str(nice))
+            return True
+        except BlockingIOError:  # EAGAIN: another autogroup was reniced less than 0.1 s ago
+            time.sleep(0.02)
+        except OSError:  # no autogroups here, or not allowed (below this session's nice)
+            return False
+    return False
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)
+    if len(sys.argv) > 2:  # the trainer's autogroup nice (none where /proc/self/autogroup says nothing)
+        join_autogroup_nice(int(sys.argv[2]))
     serve(control)
 
 

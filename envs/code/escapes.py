@@ -3,7 +3,8 @@
 Each :class:`EscapeAttempt` is a program that tries something the sandbox must stop: read or
 write outside its folder; reach a loopback port or a unix datagram socket the harness listens
 on; act on processes outside the run (the harness's rlimits, priority, affinity, scheduler and
-I/O priority, the supervisor); change or read an outside file's metadata; read the harness's
+I/O priority, the supervisor); climb back above the priority the run was given (lower its nice,
+raise its ``RLIMIT_NICE``, start a session: an autogroup of its own); change or read an outside file's metadata; read the harness's
 System V shared memory or leave a segment behind; hold memory outside its address space
 (memory-backed files, shared memory); choose its own status (exit codes, ``SystemExit(256)``,
 ``SIGSYS``); trap the clean-up (links in read-only folders, deep trees, mode-000 folders); find
@@ -247,6 +248,25 @@ ESCAPE_ATTEMPTS: tuple[EscapeAttempt, ...] = (
         "ioprio_harness",
         _LIBC
         + "assert libc.syscall(251, 1, {pid}, (3 << 13) | 7) == 0, ctypes.get_errno()\nprint('ESCAPED')",
+        modes=_STRONG,
+    ),
+    # --- the run's own priority: it is scheduled below the harness and must stay there
+    EscapeAttempt(
+        "lower_own_nice",
+        "import os\nn = os.getpriority(os.PRIO_PROCESS, 0)\nos.setpriority(os.PRIO_PROCESS, 0, n - 1)\n"
+        "print('ESCAPED', n)",
+    ),
+    EscapeAttempt(
+        "raise_nice_limit",
+        "import os, resource\nresource.setrlimit(resource.RLIMIT_NICE, (40, 40))\n"
+        "os.setpriority(os.PRIO_PROCESS, 0, -20)\nprint('ESCAPED')",
+    ),
+    EscapeAttempt(
+        "new_session_autogroup",  # a session is an autogroup of its own: the harness's equal
+        "import os\nr, w = os.pipe()\ntry:\n    pid = os.fork()\nexcept OSError:\n    pid = None\n"
+        "if not pid:\n    try:\n        os.setsid()\n        os.write(w, b'1')\n    except OSError:\n"
+        "        os.write(w, b'0')\n    if pid == 0:\n        os._exit(0)\nelse:\n    os.waitpid(pid, 0)\n"
+        "if os.read(r, 1) == b'1':\n    print('ESCAPED')\nelse:\n    raise SystemExit('no new session')",
         modes=_STRONG,
     ),
     # --- metadata of files outside the folder (``{secret}``)
@@ -864,7 +884,7 @@ async def _attempt(
         evidence.append(result.detail)
     if len(result.output.encode()) > limits.output_bytes:
         evidence.append(f"{len(result.output.encode())} bytes of output kept (cap {limits.output_bytes})")
-    if result.seconds > limits.timeout_s + 5.0:
+    if result.seconds > sandbox_module._wall_cap_s(limits) + 5.0:  # waits for a CPU do not count
         evidence.append(f"ran {result.seconds:.1f}s (limit {limits.timeout_s:g}s)")
     deadline = time.monotonic() + 2.0
     left = await anyio.to_thread.run_sync(leftover_processes, result)

@@ -77,8 +77,6 @@ import anyio.lowlevel
 import anyio.to_thread
 import chz
 
-from envs.code import _sandbox_spawner
-
 __all__ = [
     "Isolation",
     "RunResult",
@@ -215,7 +213,10 @@ class SandboxLimits:
     """Bounds of one run (chz: nested command-line keys ``env.sandbox.limits.timeout_s=2``)."""
 
     timeout_s: float = 5.0
-    """Wall-clock limit; also the CPU-time limit (rounded up to whole seconds)."""
+    """Time limit: the run is killed (``TIMEOUT``) once it has been going this long not counting
+    the time its process waited for a CPU, so a busy machine slows a run (which is scheduled
+    below the trainer) but does not cut it short; at ``5 * timeout_s + 5`` s of wall-clock time
+    in any case. Also the CPU-time limit (rounded up to whole seconds)."""
     memory_mb: int = 512
     """Address-space limit of each process (``RLIMIT_AS``)."""
     output_bytes: int = 16_384
@@ -261,7 +262,10 @@ class SandboxConfig:
     seccomp: bool = True
     """Install the seccomp filter (``namespaces`` and ``landlock``; off only to test the other layers)."""
     nice: int = 10
-    """Niceness added to the sandboxed processes, so the event loop's process is scheduled first."""
+    """How far below this process the runs are scheduled, so that its event loop wins the CPU over
+    the code: a run's nice value is this process's + ``nice`` (at most 19), from the start of its
+    process on, and the code cannot lower it (0..19; 0: this priority). Under ``sched_autogroup``
+    all runs share one session, whose autogroup has this process's autogroup nice."""
     tmp_dir: str | None = None
     """Where the working folders are created (None: the system's temporary folder)."""
 
@@ -269,6 +273,8 @@ class SandboxConfig:
     def _check(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not 0 <= self.nice <= 19:
+            raise ValueError(f"nice must be in [0, 19], got {self.nice}")
 
 
 @dataclass(frozen=True)
@@ -570,7 +576,9 @@ class Sandbox:
     def child_config(self, mode: Isolation, workdir: str, uid: int | None, status_fd: int) -> dict[str, Any]:
         """The JSON configuration ``_sandbox_child.py`` receives for one run."""
         limits = self.config.limits
-        own = _autogroup_nice()
+        # absolute: this process's nice (its main thread's) + ``nice``; the spawner sets it before
+        # the run's process execs
+        nice = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + self.config.nice)
         return {
             "mode": str(mode),
             "workdir": workdir,
@@ -583,17 +591,19 @@ class Sandbox:
             "inodes": limits.inodes,
             "max_processes": limits.max_processes,
             "read_paths": self._read_paths,
-            "backstop_s": limits.timeout_s + 2.0,
+            "timeout_s": limits.timeout_s,
+            "wall_cap_s": _wall_cap_s(limits),
             "status_fd": status_fd,
             "audit_hook": self.config.audit_hook,
             "seccomp": self.config.seccomp and mode is not Isolation.RLIMITS,
-            "nice": self.config.nice,
-            # the run is a session of its own, so under sched_autogroup its nice counts only
-            # inside its own autogroup: the autogroup gets ours + nice, or it would compete with
-            # this process (and its event loop) as an equal
-            "autogroup_nice": None if own is None else min(19, own + self.config.nice),
+            "nice": nice,
             "cgroup": None,  # the run's memory cgroup, filled in per run
         }
+
+
+def _wall_cap_s(limits: SandboxLimits) -> float:
+    """The most wall-clock time a run may take (``timeout_s`` does not count waits for a CPU)."""
+    return 5.0 * limits.timeout_s + 5.0
 
 
 def _memory_bound_mb(limits: SandboxLimits, mode: Isolation) -> int:
@@ -762,20 +772,23 @@ class _Spawner:
     event loop for as long as the child waits for a CPU; the spawner waits instead. It ends when
     this process does (its control socket closes), killing whatever runs are left.
 
-    ``in_thread=True`` serves the same protocol from a thread of this process instead: process
-    creation in this process, as before the spawner (kept for the bench's before/after figures).
+    ``session_per_run=True`` asks for each run in a session (an autogroup) of its own, as before
+    the runs shared the spawner's (kept for the bench's before/after figures).
     """
 
-    def __init__(self, *, in_thread: bool = False) -> None:
-        self.in_thread = in_thread
+    def __init__(self, *, session_per_run: bool = False) -> None:
+        self.session_per_run = session_per_run
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
 
     def request(self, argv: list[str], config: dict[str, Any], fds: tuple[int, int, int]) -> socket.socket:
         """In a worker thread: ask for one run of ``argv`` with ``config`` and the run's stdin,
         output and status pipes (``fds``); the run's channel, on which the answers come."""
-        data = json.dumps({"argv": argv, "config": config}).encode()
+        message: dict[str, Any] = {"argv": argv, "config": config}
+        if self.session_per_run:
+            message["session"] = True
+        data = json.dumps(message).encode()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             for attempt in range(2):  # a spawner that died is started again, once
@@ -797,9 +810,7 @@ class _Spawner:
     def pid(self) -> int | None:
         """The spawner's process id, once started (for audits: a run must not act on it)."""
         proc = self._proc
-        if proc is None:
-            return None
-        return os.getpid() if isinstance(proc, threading.Thread) else proc.pid
+        return None if proc is None else proc.pid
 
     def started_pid(self) -> int:
         """The spawner's process id, starting it first if need be (in a worker thread)."""
@@ -810,8 +821,6 @@ class _Spawner:
 
     def _alive(self) -> bool:
         proc = self._proc
-        if isinstance(proc, threading.Thread):
-            return proc.is_alive()
         return proc is not None and proc.poll() is None
 
     def _ensure(self) -> socket.socket:
@@ -819,22 +828,21 @@ class _Spawner:
             if self._control is not None and self._alive():
                 return self._control
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            if self.in_thread:
-                thread = threading.Thread(
-                    target=_sandbox_spawner.serve, args=(child,), daemon=True, name="turngym-spawner"
-                )
-                thread.start()
-                self._proc, self._control = thread, parent
-                return parent
             try:
                 argv = [os.path.realpath(sys.executable), "-I", "-S", "-B", _SPAWNER_SCRIPT]
+                argv.append(str(child.fileno()))
+                own = _autogroup_nice()
+                if own is not None:  # the runs' autogroup weighs as this process's
+                    argv.append(str(own))
                 proc = subprocess.Popen(
-                    [*argv, str(child.fileno())],
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     pass_fds=(child.fileno(),),
                     close_fds=True,
-                    start_new_session=True,  # a terminal's Ctrl-C is this process's to handle
+                    # a terminal's Ctrl-C is this process's to handle; and, under sched_autogroup,
+                    # one autogroup for every run (_sandbox_spawner.join_autogroup_nice)
+                    start_new_session=True,
                     cwd="/",
                     env={},
                 )
@@ -845,6 +853,17 @@ class _Spawner:
                 child.close()
             self._proc, self._control = proc, parent
             return parent
+
+    def close(self) -> None:
+        """End the spawner (it kills whatever runs are left) and wait for it (5 s at most)."""
+        with self._lock:
+            if self._control is not None:
+                self._control.close()
+                self._control = None
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5.0)
 
     def _forget(self, control: socket.socket) -> None:
         with self._lock:
@@ -1037,7 +1056,7 @@ class _Run:
         try:
             await proc.started()
             await self._read(proc, out_fd)
-            await proc.wait(self.limits.timeout_s)
+            await proc.wait(_wall_cap_s(self.limits))
             await self._drain(out_fd)
         except _StartError as e:
             start_error = str(e)
@@ -1048,8 +1067,8 @@ class _Run:
                         await proc.started()
                 if proc.pid is not None and not proc.ended:  # not reaped: its group id is still its own
                     proc.kill()
-                    await proc.wait(self.limits.timeout_s)
-                    await self._drain(out_fd)  # a runner in a session of its own dies with it (PDEATHSIG)
+                    await proc.wait(_wall_cap_s(self.limits))
+                    await self._drain(out_fd)  # a runner in a group of its own dies with it (PDEATHSIG)
                 reports = await _workers.run(self._finish, out_fd, status_fd)
                 proc.release()
         if start_error is not None:
@@ -1134,7 +1153,9 @@ class _Run:
     async def _read(self, proc: _Process, out_fd: int) -> None:
         """Collect output until every writer closed the pipe, the output cap or the time limit."""
         cap = self.limits.output_bytes
-        with anyio.move_on_after(self.limits.timeout_s) as scope:
+        # the supervisor ends the run at its time limit (waits for a CPU not counted); this is its
+        # backstop
+        with anyio.move_on_after(_wall_cap_s(self.limits) + 2.0) as scope:
             while True:
                 await anyio.wait_readable(out_fd)
                 try:
@@ -1191,7 +1212,7 @@ class _Run:
 
         if self.killed_for is RunStatus.OUTPUT_LIMIT:
             return result(RunStatus.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes (killed)")
-        if self.killed_for is RunStatus.TIMEOUT or final.get("backstop"):
+        if self.killed_for is RunStatus.TIMEOUT or final.get("timeout"):
             return result(RunStatus.TIMEOUT, f"time limit of {limits.timeout_s:g} s exceeded (killed)")
         if self.oom_kills:  # the kernel's own count, in the run's memory cgroup
             bound = _memory_bound_mb(limits, self.mode)
