@@ -12,10 +12,14 @@
    x 4 turns of real sampling calls, batched by the sampler across the envs (a second figure, no
    goal; skipped with ``--no-sampler``).
 3. Wall vs ideal: 64 groups x 8 envs x 20 turns, 20 ms per call, sampling limit 64. Ideal
-   critical path = max(total sampling time / 64, one rollout's sampling time). The same sleeps
-   with no engine (64 tasks in a chain) are printed beside it: the event loop wakes timers late
-   (epoll has millisecond resolution), a cost no engine can remove.
+   critical path = max(total sampling time / 64, one rollout's sampling time). Printed beside
+   it, alternating with the engine's runs: the bare loop of 1. with its calls behind an
+   ``asyncio.Semaphore(64)`` (the same env work and slot hand-offs: the floor any engine starts
+   from), and the same sleeps with no env and no engine (64 tasks in a chain: the event loop
+   wakes timers late, epoll has millisecond resolution, a cost no engine can remove).
    -> ``ratio_wall_vs_ideal`` (goal <= 1.15)
+
+Every run is timed inside its event loop (``asyncio.run``'s set-up and teardown are no side's).
 
 The last line is ``engine_overhead_vs_bare_5ms=<x> ratio_wall_vs_ideal=<y>``.
 
@@ -136,6 +140,19 @@ async def bare_rollouts(policy: TokenCompleter, envs: Sequence[Env]) -> list[Tra
     return list(await asyncio.gather(*(episode(env) for env in envs)))
 
 
+async def bare_limited_rollouts(policy: TokenCompleter, envs: Sequence[Env], limit: int) -> list[Trajectory]:
+    """:func:`bare_rollouts` with its policy calls behind an ``asyncio.Semaphore(limit)``: the
+    floor of the wall-vs-ideal workload (the same env work and the same hand-off of a call slot,
+    no engine)."""
+    slots = asyncio.Semaphore(limit)
+
+    async def limited(ob: tinker.ModelInput, stop: StopCondition) -> TokensWithLogprobs:
+        async with slots:
+            return await policy(ob, stop)
+
+    return await bare_rollouts(limited, envs)  # type: ignore[arg-type]
+
+
 async def engine_rollouts(
     policy: TokenCompleter, envs: Sequence[Env], group_size: int, config: EngineConfig
 ) -> list[Trajectory]:
@@ -150,11 +167,18 @@ Side = Callable[[], Coroutine[Any, Any, list[Trajectory]]]
 
 
 def _timed(side: Side, expected: int) -> float:
-    t0 = time.perf_counter()
-    trajectories = asyncio.run(side())
-    wall = time.perf_counter() - t0
-    assert len(trajectories) == expected, (len(trajectories), expected)
-    return wall
+    """Wall time of one run, timed inside its event loop: ``asyncio.run``'s own set-up and
+    teardown are no part of either side (Python 3.11's teardown reprs the main task's result,
+    every trajectory of the batch, which took ~13 ms a run here: more than the engine's cost)."""
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        trajectories = await side()
+        wall = time.perf_counter() - t0
+        assert len(trajectories) == expected, (len(trajectories), expected)
+        return wall
+
+    return asyncio.run(run())
 
 
 def overhead(
@@ -206,29 +230,40 @@ async def _bare_sleeps(tasks: int, rounds: int, delay: float) -> float:
     return time.perf_counter() - t0
 
 
-def wall_vs_ideal(n_groups: int, size: int, repeats: int) -> tuple[list[float], float]:
-    """Engine wall / ideal critical path for ``n_groups x size`` envs at 20 ms per call, limit 64."""
+def wall_vs_ideal(n_groups: int, size: int, repeats: int) -> tuple[list[float], list[float], float]:
+    """Engine wall / ideal critical path for ``n_groups x size`` envs at 20 ms per call, limit 64,
+    alternating with the bare loop under the same limit (:func:`bare_limited_rollouts`); return
+    both sides' ratios and the bare sleeps' ratio."""
     limit, delay = 64, 0.020
-    calls = n_groups * size * TURNS
+    n_envs = n_groups * size
+    calls = n_envs * TURNS
     ideal = max(calls * delay / limit, TURNS * delay)
-    ratios: list[float] = []
+    ratios: dict[str, list[float]] = {"engine": [], "bare": []}
     peak = 0
-    for _ in range(repeats):
-        policy = SleepingCompleter(delay)
-        config = EngineConfig(max_concurrent_samples=limit)
-        envs = [EchoEnv() for _ in range(n_groups * size)]
-        wall = _timed(lambda: engine_rollouts(policy, envs, size, config), n_groups * size)  # noqa: B023
-        ratios.append(wall / ideal)
-        peak = max(peak, policy.max_in_flight)
+    for r in range(repeats):
+        for key in ("engine", "bare") if r % 2 == 0 else ("bare", "engine"):
+            policy = SleepingCompleter(delay)
+            envs = [EchoEnv() for _ in range(n_envs)]
+            if key == "engine":
+                config = EngineConfig(max_concurrent_samples=limit)
+                wall = _timed(lambda: engine_rollouts(policy, envs, size, config), n_envs)  # noqa: B023
+                peak = max(peak, policy.max_in_flight)
+            else:
+                wall = _timed(lambda: bare_limited_rollouts(policy, envs, limit), n_envs)  # noqa: B023
+            ratios[key].append(wall / ideal)
     rounds = round(ideal / delay)
-    bare = asyncio.run(_bare_sleeps(min(limit, n_groups * size), rounds, delay))
+    bare = asyncio.run(_bare_sleeps(min(limit, n_envs), rounds, delay))
     print(f"== wall vs ideal: {n_groups} x {size} envs x {TURNS} turns, 20 ms per call, limit {limit} ==")
     print(
-        f"  ideal critical path {ideal:.3f} s; engine wall / ideal: best {min(ratios):.3f},"
-        f" median {statistics.median(ratios):.3f}; peak in-flight calls {peak}"
+        f"  ideal critical path {ideal:.3f} s; engine wall / ideal: best {min(ratios['engine']):.3f},"
+        f" median {statistics.median(ratios['engine']):.3f}; peak in-flight calls {peak}"
+    )
+    print(
+        f"  bare loop under the same limit: best {min(ratios['bare']):.3f}, median"
+        f" {statistics.median(ratios['bare']):.3f} x ideal (the same env work and slot hand-offs, no engine)"
     )
     print(f"  bare sleeps on the same critical path: {bare / ideal:.3f} x ideal (the event loop's own lateness)")
-    return ratios, bare / ideal
+    return ratios["engine"], ratios["bare"], bare / ideal
 
 
 def _sampler_policy() -> Callable[[], TokenCompleter]:
@@ -268,8 +303,9 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             max(1, args.repeats // 2),
             EngineConfig(limits=RolloutLimits(max_turn_tokens=4)),
         )
-    ratios, bare = wall_vs_ideal(ideal_groups, 8, max(1, args.repeats // 2))
+    ratios, bare_limited, bare = wall_vs_ideal(ideal_groups, 8, max(1, args.repeats // 2))
     out["ideal"] = ratios
+    out["bare_limited_vs_ideal"] = bare_limited
     out["bare_sleeps_vs_ideal"] = bare
     return out
 
@@ -303,10 +339,13 @@ def compare(args: argparse.Namespace) -> None:
             if key in runs[0]
         }
         ideal = [x for run in runs for x in run["ideal"]]  # type: ignore[union-attr]
+        floor = [x for run in runs for x in run.get("bare_limited_vs_ideal", [])]  # type: ignore[union-attr]
         line = f"{label}: engine_overhead_vs_bare_5ms={_figure(merged['5ms']):.4f}"
         if "sampler" in merged:
             line += f" engine_overhead_vs_bare_sampler={_figure(merged['sampler']):.4f}"
         line += f" ratio_wall_vs_ideal={min(ideal):.3f} (median {statistics.median(ideal):.3f})"
+        if floor:
+            line += f" bare_limited_vs_ideal={min(floor):.3f} (median {statistics.median(floor):.3f})"
         print(line + f" (engine: {runs[0]['engine_root']})")
 
 

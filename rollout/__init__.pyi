@@ -102,6 +102,3 @@ from ._results import (
 from ._runner import (
     run_episode as run_episode,
 )
-from ._strategy import (
-    run_group as run_group,
-)

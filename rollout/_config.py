@@ -167,6 +167,13 @@ class EngineConfig:
     policies are called as the cookbook calls them."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.extension_check, ExtensionCheck):
+            # "off" must mean OFF: the engine compares modes by identity.
+            try:
+                object.__setattr__(self, "extension_check", ExtensionCheck(self.extension_check))
+            except ValueError:
+                modes = ", ".join(m.value for m in ExtensionCheck)
+                raise ValueError(f"extension_check must be one of {modes}, got {self.extension_check!r}") from None
         for name in ("max_concurrent_samples", "max_concurrent_env_steps", "max_concurrent_groups"):
             _positive(name, getattr(self, name))
         _positive("compaction_period", self.compaction_period)

@@ -212,21 +212,8 @@ class ExtensionTracker:
         ``turn`` is the number of completed policy turns; ``env.renderer`` (when the env exposes
         one, with its conversation as ``env.messages``) tells expected breaks from unexpected ones.
         """
-        chunks = next_ob.chunks
-        if len(chunks) == 1 and type(chunks[0]) is tinker.EncodedTextChunk and type(chunks[0].tokens) is list:
-            new = chunks[0].tokens
-            n_new = len(new)
-        else:
-            new, n_new = flat_tokens_len(next_ob)
-        prev = self._prev
-        n_prev = len(prev)
-        n = n_prev + len(action)
-        mode = self._mode
-        if mode is ExtensionCheck.FULL:  # inlined _extends (hot path)
-            ok = len(new) >= n and new[n_prev:n] == action and new[:n_prev] == prev
-        else:
-            ok = self._extends(new, action)
-        if ok:
+        new, n_new = flat_tokens_len(next_ob)
+        if self._extends(new, action):
             self._pending = n_new - self._prev_len - len(action)
             self._prev, self._prev_len = new, n_new
             return None

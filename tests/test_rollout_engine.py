@@ -12,6 +12,7 @@ from completers import ScriptedTokenCompleter
 from rollout import (
     BatchAborted,
     EngineConfig,
+    ExtensionCheck,
     GroupOutcome,
     RolloutEngine,
     RolloutLimits,
@@ -152,10 +153,21 @@ def test_bad_config_is_a_one_line_error():
         lambda: Strategy.min_viable(0),
         lambda: EngineConfig(max_concurrent_samples=0),
         lambda: EngineConfig(compaction_period=0),
+        lambda: EngineConfig(extension_check="exact"),  # type: ignore[arg-type]
     ):
         with pytest.raises(ValueError) as info:
             make()
         assert "\n" not in str(info.value)
+
+
+def test_extension_check_given_as_text_means_its_mode():
+    """``"off"`` (a config file's value) turns the check off, as ``ExtensionCheck.OFF`` does."""
+    config = EngineConfig(extension_check="off")  # type: ignore[arg-type]
+    assert config.extension_check is ExtensionCheck.OFF
+    env = SyntheticEnv(turns=3, break_at=1)
+    traj, stats = run(lambda: run_episode(ScriptedTokenCompleter([ACTION], cycle=True), env, config))
+    assert len(traj.transitions) == 3
+    assert stats.breaks == () and stats.datums == 0  # no check, no accounting
 
 
 # --- groups and strategies ------------------------------------------------------------------------
