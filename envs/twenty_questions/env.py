@@ -33,7 +33,7 @@ are counted too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from tinker_cookbook.renderers import Message, Renderer, get_text_content
@@ -136,24 +136,6 @@ class EpisodeStats:
         }
 
 
-@dataclass(frozen=True)
-class GameStep:
-    """The outcome of one player message, independent of tokens."""
-
-    kind: TurnKind
-    """What the message was."""
-    reply: str | None
-    """The text shown to the player next (None when the game is over)."""
-    reward: float
-    """Reward of this turn."""
-    done: bool
-    """Whether the game is over."""
-    stop_reason: StopReason = StopReason.COMPLETED
-    """Why the game ended, when ``done``."""
-    logs: dict[str, str | int | float] = field(default_factory=dict)
-    """Diagnostics (question, guess, answer, answerer's raw reply)."""
-
-
 def is_correct_guess(guess: str, word: str) -> bool:
     """A guess names the secret: same word up to case / plural, or a KB synonym of it."""
     if same_word(guess, word):
@@ -189,8 +171,9 @@ class TwentyQuestionsGame:
         """The conversation before the player's first turn."""
         return [{"role": "user", "content": player_prompt(self.config, self.candidates)}]
 
-    async def play(self, text: str) -> GameStep:
-        """Apply one player message."""
+    async def play(self, text: str) -> Reply:
+        """Apply one player message: the game's :class:`~envs.Reply` (its ``messages`` the reply
+        shown to the player next, none once the game is over; ``logs['kind']`` what the message was)."""
         cfg, stats = self.config, self.stats
         stats.turns += 1
         turns_before = stats.turns - 1
@@ -204,11 +187,11 @@ class TwentyQuestionsGame:
             if is_correct_guess(parsed.text, self.word):
                 stats.won = True
                 bonus = cfg.efficiency_bonus * (cfg.max_questions - turns_before) / cfg.max_questions
-                return GameStep(parsed.kind, None, cfg.win_reward + bonus, True, StopReason.COMPLETED, logs)
+                return Reply(reward=cfg.win_reward + bonus, done=True, logs=logs)
             stats.wrong_guesses += 1
             reward = cfg.wrong_guess_reward
             if cfg.max_guesses is not None and stats.wrong_guesses >= cfg.max_guesses:
-                return GameStep(parsed.kind, None, reward, True, StopReason.COMPLETED, logs)
+                return Reply(reward=reward, done=True, logs=logs)
             reply = WRONG_GUESS.format(guess=parsed.text)
         elif parsed.kind is TurnKind.QUESTION:
             stats.questions += 1
@@ -223,8 +206,8 @@ class TwentyQuestionsGame:
             reward = -cfg.format_penalty
             reply = FORMAT_REMINDER
         if stats.turns >= cfg.max_questions:
-            return GameStep(parsed.kind, reply, reward, True, StopReason.MAX_TURNS, logs)
-        return GameStep(parsed.kind, reply, reward, False, StopReason.COMPLETED, logs)
+            return Reply(reward=reward, done=True, stop_reason=StopReason.MAX_TURNS, logs=logs)
+        return Reply(messages=[{"role": "user", "content": reply}], reward=reward, logs=logs)
 
 
 class TwentyQuestionsEnv(ChatEnv):
@@ -278,23 +261,14 @@ class TwentyQuestionsEnv(ChatEnv):
         text = get_text_content(message)
         step = await self.game.play(text)
         # transcripts in the cookbook's HTML logs (a no-op outside a logtree scope)
-        logtree.log_text(f"Turn {self.game.stats.turns} ({step.kind}) - Player: {text}")
-        if step.reply is not None:
-            logtree.log_text(f"Turn {self.game.stats.turns} - Reply: {step.reply}")
+        logtree.log_text(f"Turn {self.game.stats.turns} ({step.logs['kind']}) - Player: {text}")
+        for reply in step.messages:
+            logtree.log_text(f"Turn {self.game.stats.turns} - Reply: {get_text_content(reply)}")
         if step.done:
             logtree.log_text(
                 f"Game over - secret: {self.game.word}, won: {self.game.stats.won}, reason: {step.stop_reason}"
             )
-        messages: list[Message] = (
-            [] if step.done or step.reply is None else [{"role": "user", "content": step.reply}]
-        )
-        return Reply(
-            messages=messages,
-            reward=step.reward,
-            done=step.done,
-            stop_reason=step.stop_reason,
-            logs={"secret": self.game.word, **step.logs},
-        )
+        return replace(step, logs={"secret": self.game.word, **step.logs})
 
     def on_turn_end(self, turn: TurnEnd) -> None:
         """Keep the game's counters in step with the base's turns: a faulty turn the game did

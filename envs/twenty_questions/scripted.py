@@ -55,8 +55,7 @@ async def play_game(player: MessageCompleter, game: TwentyQuestionsGame) -> Game
         if step.done:
             game.stats.stop_reason = step.stop_reason
             return GameRecord(messages, rewards, game.stats.won, step.stop_reason, game.stats.metrics())
-        assert step.reply is not None
-        messages.append({"role": "user", "content": step.reply})
+        messages.extend(step.messages)
 
 
 def scripted_game(
