@@ -258,13 +258,27 @@ class LazyDatasetFactory:
 
 
 # --- sources -----------------------------------------------------------------------------
-def twenty_questions_source(split: str = "train", group_size: int = 1, **rules: Any) -> EnvSource:
+def twenty_questions_source(
+    split: str = "train",
+    group_size: int = 1,
+    model_name_for_tokenizer: str | None = None,
+    renderer_name: str | None = None,
+    **rules: Any,
+) -> EnvSource:
     """Twenty Questions with the KB answerer; ``rules`` are ``TwentyQuestionsConfig`` fields
-    (``max_questions``, ``candidates``, ``win_reward``...)."""
+    (``max_questions``, ``candidates``, ``win_reward``...); the player's tokenizer and renderer
+    default to the embedded SmolLM2's."""
     from envs.twenty_questions import TwentyQuestionsConfig, TwentyQuestionsDatasetBuilder
 
+    player = {"renderer_name": renderer_name}
+    if model_name_for_tokenizer is not None:
+        player["model_name_for_tokenizer"] = model_name_for_tokenizer
     builder = TwentyQuestionsDatasetBuilder(
-        batch_size=1, group_size=group_size, test_group_size=group_size, env=TwentyQuestionsConfig(**rules)
+        batch_size=1,
+        group_size=group_size,
+        test_group_size=group_size,
+        env=TwentyQuestionsConfig(**rules),
+        **player,
     )
     return LazyDatasetFactory(builder, split)
 
