@@ -468,6 +468,25 @@ def _eval_keys(command: str) -> Callable[[Path], None]:
     return check
 
 
+def _train_keys(command: str, resolve: bool = True) -> Callable[[Path], None]:
+    """``envs.train``'s env and keys parse into its config as the CLI parses them, and (``resolve``)
+    the id resolves here (the one-step runs by id are tests/test_env_train.py's job)."""
+
+    def check(cwd: Path) -> None:
+        from envs.train import EnvTrainConfig
+        from training import parse_config
+
+        args = command.split()[3:]
+        config = parse_config(EnvTrainConfig, [f"env={args[0]}", *args[1:]])
+        assert config.env == args[0]
+        for key, value in (a.split("=", 1) for a in args[1:]):
+            assert str(getattr(config, key)) == value, (key, getattr(config, key))
+        if resolve:
+            config.check_data()
+
+    return check
+
+
 def _check_env_list(cwd: Path) -> None:
     proc = _run("python -m envs.list", cwd, timeout=120)
     assert proc.returncode == 0 and "turngym/Math-v0" in proc.stdout, proc.stderr[-2000:]
@@ -611,6 +630,23 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     ),
     "python -m envs.serve textarena:GuessTheNumber-v0 --port 8000": _elsewhere(
         "tests/test_interop_openenv.py", 'SERVED = ["-m", "envs.serve", "textarena:GuessTheNumber-v0"]'
+    ),
+    # docs/training.md, docs/interop.md: envs.train
+    "python -m envs.train <id> [key=value ...]": _help("envs.train"),
+    "python -m envs.train textarena:GuessTheNumber-v0 max_steps=8": _train_keys(
+        "python -m envs.train textarena:GuessTheNumber-v0 max_steps=8"
+    ),
+    "python -m envs.train verifiers:arith-retry group_size=4 max_tokens=32": _train_keys(
+        "python -m envs.train verifiers:arith-retry group_size=4 max_tokens=32"
+    ),
+    "python -m envs.train openenv:http://127.0.0.1:8000 max_steps=8": _train_keys(
+        "python -m envs.train openenv:http://127.0.0.1:8000 max_steps=8"
+    ),
+    "python -m envs.train turngym/TwentyQuestions-v0 max_steps=8 group_size=4": _train_keys(
+        "python -m envs.train turngym/TwentyQuestions-v0 max_steps=8 group_size=4"
+    ),
+    "python -m envs.train my_pkg.envs:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B": _train_keys(
+        "python -m envs.train my_pkg.envs:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B", resolve=False
     ),
     "python -m envs.check verifiers:arith-retry": _elsewhere(
         "tests/test_interop_verifiers.py", 'load_target("verifiers:arith-retry")'

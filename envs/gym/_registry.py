@@ -268,17 +268,16 @@ def twenty_questions_source(
     """Twenty Questions with the KB answerer; ``rules`` are ``TwentyQuestionsConfig`` fields
     (``max_questions``, ``candidates``, ``win_reward``...); the player's tokenizer and renderer
     default to the embedded SmolLM2's."""
+    from backend.model import SMOLLM2
     from envs.twenty_questions import TwentyQuestionsConfig, TwentyQuestionsDatasetBuilder
 
-    player = {"renderer_name": renderer_name}
-    if model_name_for_tokenizer is not None:
-        player["model_name_for_tokenizer"] = model_name_for_tokenizer
     builder = TwentyQuestionsDatasetBuilder(
         batch_size=1,
         group_size=group_size,
         test_group_size=group_size,
         env=TwentyQuestionsConfig(**rules),
-        **player,
+        model_name_for_tokenizer=model_name_for_tokenizer or SMOLLM2,
+        renderer_name=renderer_name,
     )
     return LazyDatasetFactory(builder, split)
 
