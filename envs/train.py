@@ -128,9 +128,33 @@ class _Source:
         bad arguments); builds nothing heavy."""
         self.open(group_size=1, held_out=False)
         if self.env.startswith("textarena:"):
+            import contextlib
+            import io
+
             from envs.interop.textarena import game_id, make_game
 
-            make_game(game_id(self.env))  # a game that needs a download says so here
+            # a game that needs a download says so here, in our one line (not its downloader's)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                make_game(game_id(self.env))
+        if self.env.startswith("openenv:"):
+            _probe_openenv(self.env)
+
+
+def _probe_openenv(env: str) -> None:
+    """An OpenEnv server that does not answer its ``/health`` fails here, not mid-run."""
+    import urllib.request
+
+    from envs.interop.openenv import OpenEnvError, server_url
+
+    url = server_url(env).replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=10.0):
+            pass
+    except OSError as error:
+        reason = getattr(error, "reason", None) or error
+        raise OpenEnvError(
+            f"{env} does not answer at {url}/health ({reason}); start the server first"
+        ) from None
 
 
 def _seated_textarena(env: str) -> bool:

@@ -5,13 +5,14 @@ against random players; a bad id is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
-from envs.interop.openenv import running_server
+from envs.interop.openenv import free_port, running_server
 from envs.seats import SeatedGroupBuilder
 from envs.train import TRAIN_SEED_BASE, EnvDatasetBuilder, main
 from training._logging import read_rows
@@ -71,7 +72,9 @@ def test_train_and_held_out_seeds_are_apart_and_groups_have_group_size() -> None
 
 
 def test_an_installed_id_holds_out_its_test_split() -> None:
-    builder = EnvDatasetBuilder(env="turngym/Math-v0", batch_size=1, group_size=3, num_batches=1, eval_tasks=1)
+    builder = EnvDatasetBuilder(
+        env="turngym/Math-v0", batch_size=1, group_size=3, num_batches=1, eval_tasks=1
+    )
     assert builder.source().open(group_size=1, held_out=True).split == "test"
     assert builder.source().open(group_size=3, held_out=False).split == "train"
     train, test = anyio.run(builder)
@@ -80,7 +83,9 @@ def test_an_installed_id_holds_out_its_test_split() -> None:
 
 
 def test_a_seated_game_trains_by_self_play_and_is_held_out_against_random() -> None:
-    builder = EnvDatasetBuilder(env="textarena:TicTacToe-v0", batch_size=1, group_size=2, num_batches=1, eval_tasks=1)
+    builder = EnvDatasetBuilder(
+        env="textarena:TicTacToe-v0", batch_size=1, group_size=2, num_batches=1, eval_tasks=1
+    )
     train, test = anyio.run(builder)
     (played,) = train.get_batch(0)
     (held_out,) = test.get_batch(0)
@@ -98,6 +103,7 @@ def test_a_seated_game_trains_by_self_play_and_is_held_out_against_random() -> N
         ("verifiers:someone/hub-env", "needs a download"),
         ("openenv:not-a-url", "openenv ids name a server URL"),
         ("envs.math:Nope", "has no attribute"),
+        (f"openenv:http://127.0.0.1:{free_port()}", "does not answer"),
     ],
 )
 def test_a_bad_id_fails_in_one_line_and_writes_nothing(
@@ -113,6 +119,27 @@ def test_a_bad_id_fails_in_one_line_and_writes_nothing(
 def test_help_lists_the_keys_and_no_env_is_a_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    assert all(key in out for key in ("env_args", "group_size", "eval_tasks", "learning_rate", "rollout_executor"))
+    assert all(
+        key in out for key in ("env_args", "group_size", "eval_tasks", "learning_rate", "rollout_executor")
+    )
     assert main([]) == 2
     assert capsys.readouterr().err.startswith("usage: python -m envs.train <id | module:attr>")
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "textarena:GuessTheNumber-v0",
+        "textarena:TicTacToe-v0",
+        "verifiers:arith-retry",
+        "openenv:http://127.0.0.1:9",
+        "turngym/Math-v0",
+    ],
+)
+def test_groups_pickle_for_the_worker_executors(env: str) -> None:
+    """``rollout_executor=process:N`` / ``ray:...`` ship each group builder to a worker."""
+    train, test = anyio.run(
+        EnvDatasetBuilder(env=env, batch_size=2, group_size=2, num_batches=1, eval_tasks=1)
+    )
+    for builder in [*train.get_batch(0), *test.get_batch(0)]:
+        assert type(pickle.loads(pickle.dumps(builder))) is type(builder)
