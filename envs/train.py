@@ -70,13 +70,14 @@ def _env_args(text: str) -> dict[str, Any]:
     return args
 
 
-def _takes(func: Any, name: str) -> bool:
-    """Whether ``func`` takes the keyword ``name`` (by name or through ``**kwargs``)."""
+def _takes(func: Any, name: str, *, through_kwargs: bool) -> bool:
+    """Whether ``func`` takes the keyword ``name`` (by name, or through ``**kwargs`` when
+    ``through_kwargs``: TurnGym's own sources hand those to a builder that has the field)."""
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+    return any(p.name == name or (through_kwargs and p.kind is p.VAR_KEYWORD) for p in params)
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,12 @@ class _Source:
     renderer_name: str | None
     model_name: str
 
-    def _function(self) -> Any:
-        """An installed id's source function."""
-        from envs.gym._registry import _entry, _load
+    def _function(self) -> tuple[Any, bool]:
+        """An installed id's source function, and whether it is TurnGym's own."""
+        from envs.gym._registry import INCLUDED, _entry, _load
 
-        return _load(_entry(self.env).source)
+        entry = _entry(self.env)
+        return _load(entry.source), entry.package == INCLUDED
 
     def open(self, *, group_size: int, held_out: bool) -> Any:
         """The env source (builder, dataset or factory) of the train or held-out split."""
@@ -111,7 +113,7 @@ class _Source:
             if held_out and self.env.startswith("textarena:") and _seated_textarena(self.env):
                 kwargs.update(opponent="random", tags=("vs_random",))
         else:  # an installed id: what its source function takes
-            function = self._function()
+            function, own = self._function()
             wanted = {
                 "group_size": group_size,
                 "split": "test" if held_out else "train",
@@ -119,7 +121,7 @@ class _Source:
                 "model_name_for_tokenizer": self.model_name,
             }
             for name, value in wanted.items():
-                if value is not None and name not in kwargs and _takes(function, name):
+                if value is not None and name not in kwargs and _takes(function, name, through_kwargs=own):
                     kwargs[name] = value
         return env_source(self.env, **kwargs)
 

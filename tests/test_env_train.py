@@ -143,3 +143,28 @@ def test_groups_pickle_for_the_worker_executors(env: str) -> None:
     )
     for builder in [*train.get_batch(0), *test.get_batch(0)]:
         assert type(pickle.loads(pickle.dumps(builder))) is type(builder)
+
+
+ONE_ENV_FACTORY = """
+from envs.interop.textarena import TextArenaGroup
+
+
+async def one_env(seed: int):
+    (env,) = await TextArenaGroup("GuessTheNumber-v0", seed=seed).make_envs()
+    return env
+"""
+
+
+def test_a_factory_of_single_envs_is_called_group_size_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "one_env_factory.py").write_text(ONE_ENV_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    builder = EnvDatasetBuilder(
+        env="one_env_factory:one_env", batch_size=1, group_size=3, num_batches=1, eval_tasks=1
+    )
+    train, test = anyio.run(builder)
+    envs = anyio.run(train.get_batch(0)[0].make_envs)
+    assert len(envs) == 3 and len({id(e) for e in envs}) == 3
+    assert {e.seed for e in envs} == {TRAIN_SEED_BASE}  # type: ignore[attr-defined]
+    assert len(anyio.run(test.get_batch(0)[0].make_envs)) == 1
