@@ -14,11 +14,12 @@ plus the data keys below:
   ``(seed + 1) * TRAIN_SEED_BASE + i``) played ``group_size`` times. An id's source makes the
   group itself (its ``group_size``); a seated (multi-player) id gives a self-play group of
   ``group_size`` games, every seat the policy and every seat training, each centred within its
-  role (what ``envs.interop.textarena_train`` does). A ``module:attr`` builder or dataset keeps
-  its own groups; a factory that returns a single env is called ``group_size`` times per task.
+  role (what ``envs.interop.textarena_train`` does). A ``module:attr`` builder or dataset
+  (builder) keeps its own groups; a factory that returns a single env is called ``group_size``
+  times per task.
 - **Held-out**: ``eval_tasks`` tasks on seeds ``eval_seed, eval_seed + 1, ...`` (apart from the
   train seeds), played once each at ``eval_temperature``; an id whose source has a ``split``
-  (TurnGym's datasets) plays its test split. A seated TextArena game plays the policy on seat 0
+  (TurnGym's datasets) and a ``module:attr`` dataset builder play their test split. A seated TextArena game plays the policy on seat 0
   against random players (tagged ``vs_random``), as ``envs.interop.textarena_train`` does.
 - **No warm start**: there is no scripted player for an arbitrary env, so
   ``warm_start.episodes`` stays 0 (the env's own recipe, e.g. ``envs.interop.textarena_train``,
@@ -104,6 +105,11 @@ class _Source:
         if ":" in self.env and not self.env.startswith(ADAPTER_PREFIXES):
             if self.args:
                 raise TargetError("env_args applies to an id only, not to module:attr")
+            dataset_builder = _dataset_builder_at(self.env)
+            if dataset_builder is not None:  # its own splits: the held-out tasks are its test split
+                from envs.gym._registry import LazyDatasetFactory
+
+                return LazyDatasetFactory(dataset_builder, "test" if held_out else "train")
             return load_target(self.env)
         kwargs = dict(self.args)
         if self.env.startswith(ADAPTER_PREFIXES):  # every adapter's group takes these
@@ -157,6 +163,21 @@ def _probe_openenv(env: str) -> None:
         raise OpenEnvError(
             f"{env} does not answer at {url}/health ({reason}); start the server first"
         ) from None
+
+
+def _dataset_builder_at(spec: str) -> RLDatasetBuilder | None:
+    """The ``RLDatasetBuilder`` (instance, or class made with no arguments) that ``module:attr``
+    names; None for anything else, or anything that does not import (``load_target`` then says
+    why in one line)."""
+    import pkgutil
+
+    try:
+        obj = pkgutil.resolve_name(spec)
+        if inspect.isclass(obj) and issubclass(obj, RLDatasetBuilder):
+            obj = obj()
+    except Exception:
+        return None
+    return obj if isinstance(obj, RLDatasetBuilder) else None
 
 
 def _seated_textarena(env: str) -> bool:

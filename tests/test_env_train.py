@@ -168,3 +168,19 @@ def test_a_factory_of_single_envs_is_called_group_size_times(
     assert len(envs) == 3 and len({id(e) for e in envs}) == 3
     assert {e.seed for e in envs} == {TRAIN_SEED_BASE}  # type: ignore[attr-defined]
     assert len(anyio.run(test.get_batch(0)[0].make_envs)) == 1
+
+
+def test_a_dataset_builder_by_module_attr_holds_out_its_test_split() -> None:
+    from envs.math import MathDatasetBuilder
+
+    builder = EnvDatasetBuilder(env="envs.math:MathDatasetBuilder", batch_size=2, num_batches=1, eval_tasks=2)
+    train, test = anyio.run(builder)
+    own_train, own_test = anyio.run(MathDatasetBuilder())
+    assert own_test is not None
+    everything = {
+        split: [b for i in range(len(data)) for b in data.get_batch(i)]
+        for split, data in (("train", own_train), ("test", own_test))
+    }
+    assert all(b in everything["test"] for b in test.get_batch(0))
+    assert all(b in everything["train"] and b not in everything["test"] for b in train.get_batch(0))
+    assert test.get_batch(0)[0].group_size == own_test.get_batch(0)[0].group_size  # type: ignore[attr-defined]  # its own groups
