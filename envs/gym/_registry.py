@@ -8,7 +8,7 @@ An installed package declares its ids in the entry-point group ``turngym.envs`` 
     "myenv/Echo-v0" = "my_env:echo_source"
 
 So ``pip install my-env`` makes ``myenv/Echo-v0`` usable in every CLI (``envs.check``,
-``envs.eval``, ``envs.play``, ``envs.list``) and in ``gymnasium.make`` once :mod:`envs.gym` is
+``envs.eval``, ``envs.play``, ``envs.train``, ``envs.list``) and in ``gymnasium.make`` once :mod:`envs.gym` is
 imported, without importing ``my_env`` itself. TurnGym's own ids are declared the same way in its
 ``pyproject.toml``; :data:`ENTRIES` keeps their descriptions, and stands in for the entry points
 when TurnGym runs from a checkout whose installed metadata predates them.
