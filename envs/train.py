@@ -43,7 +43,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import chz
@@ -186,25 +186,20 @@ def _seated_textarena(env: str) -> bool:
     return (players_of(env) or 1) > 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class _EnvFactoryGroup(EnvGroupBuilder):
     """A group of ``group_size`` envs from a factory that returns one env per call (all with
-    episode seed ``seed``)."""
+    episode seed ``seed``), made when the group is played."""
 
     factory: Any
     seed: int
     group_size: int
-    _first: Env | None = field(default=None, repr=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_first": None}
 
     async def make_envs(self) -> Sequence[Env]:
         from envs.gym import resolve_builder
 
-        first, self._first = self._first, None
-        envs: list[Env] = [first] if first is not None else []
-        while len(envs) < self.group_size:
+        envs: list[Env] = []
+        for _ in range(self.group_size):
             made = await resolve_builder(self.factory, self.seed)
             if not isinstance(made, Env):
                 raise TypeError(f"the env factory returned a {type(made).__name__}, then an Env")
@@ -224,17 +219,25 @@ class _Builders(GroupDataset):
 
 
 async def _resolve(source: Any, seeds: list[int], group_size: int) -> list[EnvGroupBuilder]:
+    """The group builder of each seed; for a factory of single envs, groups that call it
+    ``group_size`` times when played."""
     from envs.gym import resolve_builder
 
     if isinstance(source, Env):
         raise TypeError("an Env is single-use; point at its EnvGroupBuilder or a factory returning envs")
-    builders: list[EnvGroupBuilder] = []
-    for seed in seeds:
-        made = await resolve_builder(source, seed)
-        if isinstance(made, Env):
-            made = _EnvFactoryGroup(source, seed, group_size, made)
-        builders.append(made)
-    return builders
+    first = await resolve_builder(source, seeds[0])
+    if isinstance(first, Env):  # never started: nothing to release
+        return [_EnvFactoryGroup(source, seed, group_size) for seed in seeds]
+    return [first, *[await _builder(source, seed) for seed in seeds[1:]]]
+
+
+async def _builder(source: Any, seed: int) -> EnvGroupBuilder:
+    from envs.gym import resolve_builder
+
+    made = await resolve_builder(source, seed)
+    if isinstance(made, Env):
+        raise TypeError(f"the env source gave a builder for one seed and an Env for seed {seed}")
+    return made
 
 
 @chz.chz
