@@ -19,14 +19,15 @@ plus the data keys below:
   times per task.
 - **Held-out**: ``eval_tasks`` tasks on seeds ``eval_seed, eval_seed + 1, ...`` (apart from the
   train seeds), played once each at ``eval_temperature``; an id whose source has a ``split``
-  (TurnGym's datasets) and a ``module:attr`` dataset builder play their test split. A seated TextArena game plays the policy on seat 0
-  against random players (tagged ``vs_random``), as ``envs.interop.textarena_train`` does.
+  (TurnGym's datasets) and a ``module:attr`` dataset builder play their test split. A seated
+  TextArena game plays the policy on seat 0 against random players (tagged ``vs_random``), as
+  ``envs.interop.textarena_train`` does.
 - **No warm start**: there is no scripted player for an arbitrary env, so
   ``warm_start.episodes`` stays 0 (the env's own recipe, e.g. ``envs.interop.textarena_train``,
   has one where a scripted player exists).
 
-A bad id (unknown, a game or env that needs a download, a bad ``env_args``) fails before
-anything is written: one line, exit 2. The run folder (``log_path``, default
+A bad id (unknown, a game or env that needs a download, an OpenEnv server that does not answer,
+a bad ``env_args``) fails before anything is written: one line, exit 2. The run folder (``log_path``, default
 ``runs/train/<env>``) is the one every train CLI writes; rerunning resumes.
 
 Examples::
