@@ -134,8 +134,12 @@ class _Source:
 
     def check(self) -> None:
         """Fail now, in one line, on an id that cannot run here (unknown, needs a download,
-        bad arguments); builds nothing heavy."""
-        self.open(group_size=1, held_out=False)
+        bad arguments): open it and resolve its first task's builder (makes no env)."""
+        from envs.gym import resolve_builder
+
+        source = self.open(group_size=1, held_out=False)
+        if not isinstance(source, Env):
+            _run_sync(resolve_builder, source, 0)
         if self.env.startswith("textarena:"):
             import contextlib
             import io
@@ -164,6 +168,22 @@ def _probe_openenv(env: str) -> None:
         raise OpenEnvError(
             f"{env} does not answer at {url}/health ({reason}); start the server first"
         ) from None
+
+
+def _run_sync(func: Any, *args: Any) -> Any:
+    """``anyio.run(func, *args)``, also from inside a running event loop (the training loop
+    checks the data again there), in a thread of its own."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(func, *args)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, func, *args).result()
 
 
 def _dataset_builder_at(spec: str) -> RLDatasetBuilder | None:

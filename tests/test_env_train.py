@@ -116,6 +116,17 @@ def test_a_bad_id_fails_in_one_line_and_writes_nothing(
     assert not run.exists()
 
 
+@pytest.mark.parametrize("env", ["textarena:GuessTheNumber-v0", "verifiers:arith-retry", "turngym/Math-v0"])
+def test_a_key_the_source_does_not_take_fails_in_one_line(
+    env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert main([env, f"log_path={run}", 'env_args={"nope": 1}']) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unexpected keyword argument 'nope'" in err and "\n" not in err
+    assert not run.exists()
+
+
 def test_help_lists_the_keys_and_no_env_is_a_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
