@@ -36,6 +36,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -451,19 +452,41 @@ def _as_written_help(command: str) -> Callable[[Path], None]:
     return check
 
 
+def _env_command_config(config_cls: type, command: str) -> Any:
+    """``python -m envs.<cli> <env> key=value ...`` parsed into ``config_cls`` as the CLI parses it
+    (the env first, bare), every key checked to have landed."""
+    from training import parse_config
+
+    args = command.split()[3:]
+    config = parse_config(config_cls, [f"env={args[0]}", *args[1:]])
+    assert config.env == args[0]
+    for key, value in (a.split("=", 1) for a in args[1:]):
+        assert str(getattr(config, key)) == value, (key, getattr(config, key))
+    return config
+
+
 def _eval_keys(command: str) -> Callable[[Path], None]:
     """The eval command's env and keys parse into its config as the CLI parses them (the run
     itself, on the tiny model and a local endpoint, is tests/test_eval.py's job)."""
 
     def check(cwd: Path) -> None:
         from envs.eval import EnvEvalConfig
-        from training import parse_config
 
-        args = command.split()[3:]
-        config = parse_config(EnvEvalConfig, [f"env={args[0]}", *args[1:]])
-        assert config.env == args[0]
-        for key, value in (a.split("=", 1) for a in args[1:]):
-            assert str(getattr(config, key)) == value, (key, getattr(config, key))
+        _env_command_config(EnvEvalConfig, command)
+
+    return check
+
+
+def _train_keys(command: str, resolve: bool = True) -> Callable[[Path], None]:
+    """``envs.train``'s env and keys parse into its config as the CLI parses them, and (``resolve``)
+    the id resolves here (the one-step runs by id are tests/test_env_train.py's job)."""
+
+    def check(cwd: Path) -> None:
+        from envs.train import EnvTrainConfig
+
+        config = _env_command_config(EnvTrainConfig, command)
+        if resolve:
+            config.check_data()
 
     return check
 
@@ -611,6 +634,24 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     ),
     "python -m envs.serve textarena:GuessTheNumber-v0 --port 8000": _elsewhere(
         "tests/test_interop_openenv.py", 'SERVED = ["-m", "envs.serve", "textarena:GuessTheNumber-v0"]'
+    ),
+    # docs/training.md, docs/interop.md: envs.train
+    "python -m envs.train <id> [key=value ...]": _help("envs.train"),
+    "python -m envs.train textarena:GuessTheNumber-v0 max_steps=8": _train_keys(
+        "python -m envs.train textarena:GuessTheNumber-v0 max_steps=8"
+    ),
+    "python -m envs.train verifiers:arith-retry group_size=4 max_tokens=32": _train_keys(
+        "python -m envs.train verifiers:arith-retry group_size=4 max_tokens=32"
+    ),
+    "python -m envs.train openenv:http://127.0.0.1:8000 max_steps=8": _train_keys(
+        "python -m envs.train openenv:http://127.0.0.1:8000 max_steps=8",
+        resolve=False,  # no server at 8000 here
+    ),
+    "python -m envs.train turngym/TwentyQuestions-v0 max_steps=8 group_size=4": _train_keys(
+        "python -m envs.train turngym/TwentyQuestions-v0 max_steps=8 group_size=4"
+    ),
+    "python -m envs.train my_pkg.envs:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B": _train_keys(
+        "python -m envs.train my_pkg.envs:EchoBuilder backend=tinker model_name=Qwen/Qwen3-8B", resolve=False
     ),
     "python -m envs.check verifiers:arith-retry": _elsewhere(
         "tests/test_interop_verifiers.py", 'load_target("verifiers:arith-retry")'

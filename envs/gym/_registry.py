@@ -8,7 +8,7 @@ An installed package declares its ids in the entry-point group ``turngym.envs`` 
     "myenv/Echo-v0" = "my_env:echo_source"
 
 So ``pip install my-env`` makes ``myenv/Echo-v0`` usable in every CLI (``envs.check``,
-``envs.eval``, ``envs.play``, ``envs.list``) and in ``gymnasium.make`` once :mod:`envs.gym` is
+``envs.eval``, ``envs.play``, ``envs.train``, ``envs.list``) and in ``gymnasium.make`` once :mod:`envs.gym` is
 imported, without importing ``my_env`` itself. TurnGym's own ids are declared the same way in its
 ``pyproject.toml``; :data:`ENTRIES` keeps their descriptions, and stands in for the entry points
 when TurnGym runs from a checkout whose installed metadata predates them.
@@ -258,13 +258,26 @@ class LazyDatasetFactory:
 
 
 # --- sources -----------------------------------------------------------------------------
-def twenty_questions_source(split: str = "train", group_size: int = 1, **rules: Any) -> EnvSource:
+def twenty_questions_source(
+    split: str = "train",
+    group_size: int = 1,
+    model_name_for_tokenizer: str | None = None,
+    renderer_name: str | None = None,
+    **rules: Any,
+) -> EnvSource:
     """Twenty Questions with the KB answerer; ``rules`` are ``TwentyQuestionsConfig`` fields
-    (``max_questions``, ``candidates``, ``win_reward``...)."""
+    (``max_questions``, ``candidates``, ``win_reward``...); the player's tokenizer and renderer
+    default to the embedded SmolLM2's."""
+    from backend.model import SMOLLM2
     from envs.twenty_questions import TwentyQuestionsConfig, TwentyQuestionsDatasetBuilder
 
     builder = TwentyQuestionsDatasetBuilder(
-        batch_size=1, group_size=group_size, test_group_size=group_size, env=TwentyQuestionsConfig(**rules)
+        batch_size=1,
+        group_size=group_size,
+        test_group_size=group_size,
+        env=TwentyQuestionsConfig(**rules),
+        model_name_for_tokenizer=model_name_for_tokenizer or SMOLLM2,
+        renderer_name=renderer_name,
     )
     return LazyDatasetFactory(builder, split)
 
