@@ -8,7 +8,8 @@ Three parts, each reported on its own:
    moves (the move format, not the play), then RL by self-play mixed with a random opponent. The held-out
    evaluation right after the warm start (``eval.jsonl`` step 0) gives ``score_vs_random_warm``,
    the last one ``score_vs_random_after`` and ``illegal_move_rate`` (the share of the policy's
-   held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0.
+   held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0. The
+   held-out games sample the policy at the training temperature (see :data:`DEFAULT` for why).
 2. **Head to head**: the trained policy against its warm start (both sampled at the training
    temperature, ``--h2h-games`` games, half with the trained policy as X), through the same game
    loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
@@ -41,25 +42,25 @@ import anyio
 
 DEFAULT = (
     "scripted_noise=1.0",
-    "warm_start.steps=8",
+    "warm_start.steps=4",
     "warm_start.episodes=64",
-    "max_steps=8",
-    "eval_every=8",
-    "batch_size=4",
+    "max_steps=6",
+    "eval_every=6",
+    "batch_size=2",
     "group_size=8",
-    "learning_rate=1e-3",
-    "train_opponents=self,random",
+    "learning_rate=7e-4",
+    "train_opponents=self,random,random",
     "eval_opponents=random",
     "eval_games=64",
     "eval_temperature=1.0",
 )
 """The bench's job (``key=value`` on the command line override these): a warm start on scripted
-games of random legal moves (8 steps, two passes over 64 games: the move format, not the play),
-then 8 RL steps of 32 games at ``learning_rate=1e-3``, the second seat of each drawn from the
-policy itself and a random player; held out: 64 games against a random player, **sampled at the
-training temperature** (the policy RL trains is the distribution: the greedy argmax of a
-near-uniform warm start is one arbitrary fixed pattern, whose score against a random player is a
-draw of luck, and RL moves it only where an argmax flips; ``eval_temperature=0`` measures that)."""
+games of random legal moves (4 steps over 64 games: the move format, not the play), then 6 RL
+steps of 16 games at ``learning_rate=1e-3``, the second seat of each drawn from the policy itself
+and a random player; held out: 64 games against a random player, **sampled at the training
+temperature** (the policy RL trains is the distribution: the greedy argmax of a near-uniform warm
+start is one arbitrary fixed pattern, whose score against a random player is a draw of luck, and
+RL moves it only where an argmax flips; ``eval_temperature=0`` measures that)."""
 QUICK = (
     "model_name=turngym/tiny-random-llama",
     "max_steps=2",
