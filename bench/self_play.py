@@ -8,7 +8,8 @@ Three parts, each reported on its own:
    moves (the move format, not the play), then RL by self-play mixed with a random opponent. The held-out
    evaluation right after the warm start (``eval.jsonl`` step 0) gives ``score_vs_random_warm``,
    the last one ``score_vs_random_after`` and ``illegal_move_rate`` (the share of the policy's
-   held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0.
+   held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0. The
+   held-out games sample the policy at the training temperature (see :data:`DEFAULT` for why).
 2. **Head to head**: the trained policy against its warm start (both sampled at the training
    temperature, ``--h2h-games`` games, half with the trained policy as X), through the same game
    loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
@@ -43,18 +44,25 @@ DEFAULT = (
     "scripted_noise=1.0",
     "warm_start.steps=4",
     "warm_start.episodes=64",
-    "max_steps=4",
-    "eval_every=4",
-    "batch_size=4",
+    "max_steps=6",
+    "eval_every=6",
+    "batch_size=2",
     "group_size=8",
-    "train_opponents=self,random",
+    "learning_rate=7e-4",
+    "train_opponents=self,random,random",
     "eval_opponents=random",
-    "eval_games=32",
+    "eval_games=64",
+    "eval_temperature=1.0",
 )
 """The bench's job (``key=value`` on the command line override these): a warm start on scripted
-games of random legal moves (it teaches the move format, not the play: the warm-started policy
-plays near random), then 4 RL steps of 32 games, the second seat of each drawn from the policy
-itself and a random player; held out: 32 games against a random player."""
+games of random legal moves (4 steps over 64 games: the move format, not the play), then 6 RL
+steps of 16 games at ``learning_rate=7e-4``, the second seat of each drawn from the policy itself
+(one time in three) and a random player (with the policy in every other game, self-play
+collapsed onto one line that the policy learned by heart: ``envs/tictactoe/NOTES.md``); held
+out: 64 games against a random player, **sampled at the training temperature** (the policy RL
+trains is the distribution: the greedy argmax of a near-uniform warm start is one arbitrary
+fixed pattern, whose score against a random player is a draw of luck, and RL moves it only where
+an argmax flips; ``eval_temperature=0`` measures that)."""
 QUICK = (
     "model_name=turngym/tiny-random-llama",
     "max_steps=2",
@@ -81,6 +89,28 @@ def _machine() -> str:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return f"{cpu}, {os.cpu_count()} cores, load {load:.1f}"
+
+
+def _peak_gib() -> float:
+    """This process's peak resident memory so far (GiB; ``nan`` where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return float("nan")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def _release() -> None:
+    """Hand the last part's garbage back before the next one (the training run's models and
+    sampler engines are unreachable once :func:`train` returns, but cycles keep them until a
+    collection, and glibc keeps freed arenas unless asked)."""
+    import contextlib
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _fmt(x: float) -> str:
@@ -261,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     out = ns.out or Path("runs/bench") / f"self_play_{time.strftime('%Y%m%d_%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     keys = [*DEFAULT, *(QUICK if ns.quick else ()), f"seed={ns.seed}", *ns.keys]
-    h2h = 8 if ns.quick and ns.h2h_games == 64 else ns.h2h_games
+    h2h = 8 if ns.quick and ns.h2h_games == parser.get_default("h2h_games") else ns.h2h_games
     print(f"[bench] {_machine()}; runs in {out}", flush=True)
     t0 = time.monotonic()
     summary, warm_path = train(keys, out)
@@ -275,16 +305,24 @@ def main(argv: list[str] | None = None) -> int:
     d = float(final_row.get("eval/illegal_rate", float("nan")))
     t1 = time.monotonic()
     print(
-        f"[bench] train: {(t1 - t0) / 60:.1f} min; warm start vs random {_fmt(a)}, after RL {_fmt(b)}",
+        f"[bench] train: {(t1 - t0) / 60:.1f} min; warm start vs random {_fmt(a)}, after RL {_fmt(b)}; "
+        f"peak memory {_peak_gib():.1f} GiB",
         flush=True,
     )
     print(summary.describe(), flush=True)
+    del summary
+    _release()
     config = json.loads((out / "run" / "config.json").read_text())
     c = anyio.run(
         head_to_head, out / "run", warm_path, h2h, float(config["temperature"]), int(config["max_tokens"])
     )
     t2 = time.monotonic()
-    print(f"[bench] head to head ({h2h} games): {_fmt(c)} in {(t2 - t1) / 60:.1f} min", flush=True)
+    print(
+        f"[bench] head to head ({h2h} games): {_fmt(c)} in {(t2 - t1) / 60:.1f} min; "
+        f"peak memory {_peak_gib():.1f} GiB",
+        flush=True,
+    )
+    _release()
     e, finished, cancelled = anyio.run(chaos, ns.chaos_games, ns.seed, str(config["model_name"]))
     print(
         f"[bench] chaos: {ns.chaos_games} games ({finished} finished, {cancelled} cancelled with their batch), "
@@ -298,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "illegal_move_rate": d,
         "deadlocks": e,
         "minutes": (time.monotonic() - t0) / 60,
+        "peak_memory_gib": _peak_gib(),
         "machine": _machine(),
         "keys": keys,
     }
