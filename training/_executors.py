@@ -208,13 +208,22 @@ class _RayWorker:
     """A Ray actor running chunks (async: several at once on its event loop)."""
 
     def __init__(self) -> None:
-        # The start-up heap (Ray, torch, the cookbook: ~250k objects) lives as long as the actor:
+        self._modules = 0
+        self._freeze()
+
+    def _freeze(self) -> None:
+        # The code this actor has imported (Ray, torch, the cookbook: ~250k objects; then what its
+        # chunks import: a sampler's transformers, an env's own) lives as long as the actor:
         # frozen, the collector's full passes during chunks do not walk it again each time.
-        gc.collect()
-        gc.freeze()
+        if len(sys.modules) != self._modules:
+            self._modules = len(sys.modules)
+            gc.collect()
+            gc.freeze()
 
     async def run(self, chunk: Chunk) -> bytes:
-        return dump_outcomes(await run_chunk(chunk))
+        outcomes = await run_chunk(chunk)
+        self._freeze()  # again after a chunk that imported code (the first ones)
+        return dump_outcomes(outcomes)
 
     def pid(self) -> int:
         return os.getpid()
