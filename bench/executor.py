@@ -17,7 +17,9 @@
    on one machine the sandbox's processes share its cores either way).
 
 Timings are the median of ``--repeats`` batches, in-process and Ray alternating, after one warm-up
-batch each (actors are long-lived: their samplers and sandboxes stay warm). ``--quick``: a few
+batch each (actors are long-lived: their samplers and sandboxes stay warm; the cluster's start, paid
+once per run, is printed apart). Every batch is built fresh and starts after an untimed
+``gc.collect()``, so neither way pays for the other's garbage (see ``_timed``). ``--quick``: a few
 groups, 1 repeat, Ray only (the pool's parity and faults are tests/test_executors.py's); its
 figures only prove the script works.
 """
@@ -25,12 +27,14 @@ figures only prove the script works.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -123,19 +127,28 @@ def _one(group: Any) -> SampledBatch:
     return SampledBatch(builders=[], groups=[group], sampler_step=0, seconds=0.0)
 
 
-def _timed(builders: list[Any], client: Any, worker: WorkerSampler, ray: RayExecutor, repeats: int) -> float:
-    """Median wall time of Ray over in-process, alternating, after a warm-up of each."""
+def _timed(
+    builders: Callable[[], list[Any]], client: Any, worker: WorkerSampler, ray: RayExecutor, repeats: int
+) -> float:
+    """Median wall time of Ray over in-process, alternating, after a warm-up of each.
+
+    Every batch gets fresh builders (a trainer's come fresh from its dataset each step; the test
+    builders also keep every env they made, which a reused one would ship to the actors again)
+    and starts with the garbage collector's debts paid (``gc.collect()``, untimed): both ways run
+    in this one process, and a full collection owed to one way's garbage must not land in the
+    other's time."""
     here, there = [], []
     for i in range(repeats + 1):
-        t = time.perf_counter()
-        _run(builders, client, worker, None)
-        t_here = time.perf_counter() - t
-        t = time.perf_counter()
-        _run(builders, client, worker, ray)
-        t_there = time.perf_counter() - t
+        times = []
+        for executor in (None, ray):
+            batch = builders()
+            gc.collect()
+            t = time.perf_counter()
+            _run(batch, client, worker, executor)
+            times.append(time.perf_counter() - t)
         if i:
-            here.append(t_here)
-            there.append(t_there)
+            here.append(times[0])
+            there.append(times[1])
     print(f"  in-process {statistics.median(here):.3f}s  ray {statistics.median(there):.3f}s", flush=True)
     return statistics.median(there) / statistics.median(here)
 
@@ -223,10 +236,12 @@ def main() -> None:
 
         print(f"latency-bound: {latency_episodes} episodes x 4 steps of 50 ms", flush=True)
         fake = FakeSampler([7, 8, 2])
-        r = _timed(_latency_builders(latency_episodes), fake, ClientSampler(fake), ray, repeats)
+        r = _timed(partial(_latency_builders, latency_episodes), fake, ClientSampler(fake), ray, repeats)
         print(f"sandbox: {sandbox_episodes} code episodes", flush=True)
-        sandbox_builders, scripted = _sandbox_case(sandbox_episodes)
-        s = _timed(sandbox_builders, scripted, ClientSampler(scripted), ray, repeats)
+        _, scripted = _sandbox_case(sandbox_episodes)
+        s = _timed(
+            lambda: _sandbox_case(sandbox_episodes)[0], scripted, ClientSampler(scripted), ray, repeats
+        )
     finally:
         if pool is not None:
             pool.close()

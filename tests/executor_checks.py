@@ -7,13 +7,15 @@ Every executor is run against the in-process engine on the same parity batch, sa
 from __future__ import annotations
 
 import os
+import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from backend import LocalServiceClient
-from training._executors import RolloutExecutor, WorkerSampler, saved_sampler
+from training._executors import ClientSampler, RolloutExecutor, WorkerSampler, saved_sampler
 from training._rollouts import SampledBatch, sample_batch, to_datums
 from training.testing import TINY_MODEL, KillWorkerOnce, parity_builders
 
@@ -29,6 +31,37 @@ def tiny_sampler(root: Path) -> tuple[Any, WorkerSampler]:
         return await saved_sampler(trainer, service, 0)
 
     return anyio.run(make)
+
+
+@dataclass
+class _Sequence:
+    tokens: list[int]
+    logprobs: list[float]
+    stop_reason: str = "length"
+
+
+@dataclass
+class _Response:
+    sequences: list[_Sequence]
+
+
+@dataclass(frozen=True)
+class SeedDrawn:
+    """A sampling client without a model: a request's tokens are drawn from its seed alone (the
+    seed of its place in the batch), so a group rerun at another place gives other datums.
+    Workers need no weights for it: the fault tests use it, where what is checked is the
+    executor's reruns, not the worker's sampler (the parity tests load the TINY checkpoint)."""
+
+    async def sample_async(self, prompt: Any, num_samples: int, sampling_params: Any) -> _Response:
+        rng = random.Random(sampling_params.seed)
+        tokens = [rng.randrange(3, 200) for _ in range(sampling_params.max_tokens)]
+        return _Response([_Sequence(tokens, [-rng.random() for _ in tokens])])
+
+
+def seed_drawn() -> tuple[Any, WorkerSampler]:
+    """:class:`SeedDrawn` as ``run``'s sampler (the same client in the trainer and workers)."""
+    client = SeedDrawn()
+    return client, ClientSampler(client)
 
 
 def run(

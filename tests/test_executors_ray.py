@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from executor_checks import datums, killing_batch, run, tiny_sampler, untimed
+from executor_checks import datums, killing_batch, run, seed_drawn, tiny_sampler, untimed
 
 from training._executors import RayExecutor
 from training.testing import parity_builders
@@ -40,6 +40,8 @@ def cluster() -> Iterator[RayExecutor]:
 
 
 def test_ray_actors_give_the_in_process_datums_and_stay_warm(sampler: Any, cluster: RayExecutor) -> None:
+    (node,) = ray.nodes()
+    assert node["NodeManagerAddress"] == "127.0.0.1"  # ray:local listens on this machine only
     builders = parity_builders(4)
     here = run(builders, sampler, None)
     pids = anyio.run(cluster.pids)
@@ -50,9 +52,8 @@ def test_ray_actors_give_the_in_process_datums_and_stay_warm(sampler: Any, clust
     assert anyio.run(cluster.pids) == pids  # the same two actors served both batches
 
 
-def test_actors_killed_mid_batch_are_replaced_and_lose_nothing(
-    sampler: Any, cluster: RayExecutor, tmp_path: Path
-) -> None:
+def test_actors_killed_mid_batch_are_replaced_and_lose_nothing(cluster: RayExecutor, tmp_path: Path) -> None:
+    sampler = seed_drawn()  # the fresh actors load no weights: reruns are what is checked
     builders, markers = killing_batch(tmp_path)
     here = run(parity_builders(4), sampler, None)
     pids = anyio.run(cluster.pids)
@@ -60,5 +61,5 @@ def test_actors_killed_mid_batch_are_replaced_and_lose_nothing(
     assert all(m.exists() for m in markers)
     assert cluster.workers_lost >= 2  # one actor per killing group (round-robin chunks)
     assert there.failed == 0
-    assert datums(there) == datums(here)
+    assert datums(there) == datums(here) and datums(here)
     assert set(anyio.run(cluster.pids)).isdisjoint(pids)  # both slots hold fresh actors

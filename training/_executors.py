@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import multiprocessing
 import os
+import pickle
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -173,17 +175,55 @@ async def run_chunk(chunk: Chunk) -> list[GroupOutcome]:
 
 
 def run_chunk_blob(blob: bytes) -> bytes:
-    """Process-pool entry point: a cloudpickled :class:`Chunk` in, its outcomes cloudpickled out
-    (cloudpickle, so builders defined in functions or notebooks travel too)."""
+    """Process-pool entry point: a cloudpickled :class:`Chunk` in (cloudpickle, so builders
+    defined in functions or notebooks travel too), its outcomes out as :func:`dump_outcomes` bytes."""
     chunk: Chunk = cloudpickle.loads(blob)
-    return cloudpickle.dumps(anyio.run(run_chunk, chunk))
+    return dump_outcomes(anyio.run(run_chunk, chunk))
+
+
+def dump_outcomes(outcomes: list[GroupOutcome]) -> bytes:
+    """A chunk's outcomes as bytes for the way back: the standard pickler (about twice as fast as
+    cloudpickle on trajectories: plain data of importable classes), cloudpickle for the rare
+    outcome that holds something only it can pickle (a class defined in a function)."""
+    try:
+        return pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return cloudpickle.dumps(outcomes)
+
+
+def load_outcomes(blob: bytes) -> list[GroupOutcome]:
+    """The outcomes of :func:`dump_outcomes`, unpickled with the garbage collector paused: an
+    unpickle makes hundreds of thousands of objects at once (a 1,024-episode batch), and the
+    collections they would trigger (up to a full one over the trainer's whole heap) find nothing."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(blob)
+    finally:
+        if paused:
+            gc.enable()
 
 
 class _RayWorker:
     """A Ray actor running chunks (async: several at once on its event loop)."""
 
-    async def run(self, chunk: Chunk) -> list[GroupOutcome]:
-        return await run_chunk(chunk)
+    def __init__(self) -> None:
+        self._modules = 0
+        self._freeze()
+
+    def _freeze(self) -> None:
+        # The code this actor has imported (Ray, torch, the cookbook: ~250k objects; then what its
+        # chunks import: a sampler's transformers, an env's own) lives as long as the actor:
+        # frozen, the collector's full passes during chunks do not walk it again each time.
+        if len(sys.modules) != self._modules:
+            self._modules = len(sys.modules)
+            gc.collect()
+            gc.freeze()
+
+    async def run(self, chunk: Chunk) -> bytes:
+        outcomes = await run_chunk(chunk)
+        self._freeze()  # again after a chunk that imported code (the first ones)
+        return dump_outcomes(outcomes)
 
     def pid(self) -> int:
         return os.getpid()
@@ -315,7 +355,7 @@ class ProcessExecutor(RolloutExecutor):
                 self._pool = _spawn_pool(self.workers)
                 pool.shutdown(wait=False, cancel_futures=True)
             raise WorkerLost(f"a rollout worker process died: {exc}") from None
-        return cloudpickle.loads(out)
+        return load_outcomes(out)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -332,7 +372,7 @@ class FuturesExecutor(RolloutExecutor):
     async def _submit(self, slot: int, chunk: Chunk) -> list[GroupOutcome]:
         try:
             fut = self.executor.submit(run_chunk_blob, cloudpickle.dumps(chunk))
-            return cloudpickle.loads(await asyncio.wrap_future(fut))
+            return load_outcomes(await asyncio.wrap_future(fut))
         except BrokenProcessPool as exc:
             self.workers_lost += 1
             raise WorkerLost(f"a rollout worker process died: {exc}") from None
@@ -341,7 +381,8 @@ class FuturesExecutor(RolloutExecutor):
 class RayExecutor(RolloutExecutor):
     """``workers`` long-lived async Ray actors (``rollout_executor=ray:local[:N]|ray:auto[:N]``).
 
-    ``local`` starts a cluster on this machine (127.0.0.1, no dashboard; stopped by :meth:`close`),
+    ``local`` starts a cluster on this machine (listening on 127.0.0.1 only, no dashboard;
+    stopped by :meth:`close`),
     ``auto`` joins the running one (its nodes must have TurnGym and the envs importable). A dead
     actor is replaced by a fresh one on its slot.
     """
@@ -357,15 +398,16 @@ class RayExecutor(RolloutExecutor):
         if not ray.is_initialized():
             if address == "local":
                 paths = [p for p in sys.path if p and Path(p).is_dir()]
-                ray.init(
-                    address="local",
-                    num_cpus=workers,
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",
-                    log_to_driver=False,
-                    configure_logging=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
-                )
+                with _loopback_only():
+                    ray.init(
+                        address="local",
+                        num_cpus=workers,
+                        include_dashboard=False,
+                        _node_ip_address="127.0.0.1",
+                        log_to_driver=False,
+                        configure_logging=False,
+                        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
+                    )
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             self._started = True
@@ -386,7 +428,7 @@ class RayExecutor(RolloutExecutor):
             ray.exceptions.NodeDiedError,
         )
         try:
-            return await actor.run.remote(chunk)
+            blob = await actor.run.remote(chunk)
         except lost as exc:
             if self._actors[slot] is actor:
                 self.workers_lost += 1
@@ -394,6 +436,7 @@ class RayExecutor(RolloutExecutor):
                     ray.kill(actor)
                 self._actors[slot] = self._new_actor()
             raise WorkerLost(f"a rollout actor died: {type(exc).__name__}") from None
+        return load_outcomes(blob)
 
     async def pids(self) -> list[int]:
         """The process ids of the actors (tests kill them)."""
@@ -408,6 +451,30 @@ class RayExecutor(RolloutExecutor):
         if self._started and ray.is_initialized():
             ray.shutdown()
             self._started = False
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """A local cluster started inside is reachable from this machine only: its node address is
+    127.0.0.1, so the GCS, the raylet and the workers listen there, not on every interface.
+
+    Ray turns a ``_node_ip_address`` of 127.0.0.1 into the machine's outward address (and its
+    servers bind on that), unless it treats the host as a single-node one: the switch it reads
+    for that (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, its default on macOS and Windows) is set
+    for the start and put back after (the cluster's processes keep it)."""
+    from ray._private import ray_constants
+
+    name = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    before_env, before = os.environ.get(name), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[name], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        if before_env is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before_env
 
 
 def open_executor(spec: ExecutorSpec | str) -> RolloutExecutor | None:
