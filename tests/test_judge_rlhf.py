@@ -4,6 +4,7 @@ RL against it through the pairwise env (``rm:`` judge) -> held-out judgement (TI
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import anyio
@@ -43,6 +44,45 @@ def test_comparison_prompt_round_trips_without_its_reference() -> None:
         comparison_from_prompt([{"role": "user", "content": "Grade this."}])
 
 
+class _PositionBiasedModel:
+    """A stand-in reward model's sampling client: the label's log-probability when the model
+    prefers the answer "Paris." by 1 nat and the position A by 3 nats (a small RM's habit)."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self.tokenizer = tokenizer
+
+    async def compute_logprobs_async(
+        self, model_input: object, prompt_logprobs_last_n: int | None = None
+    ) -> list:
+        tokens = model_input.to_ints()  # type: ignore[attr-defined]
+        text = self.tokenizer.decode(tokens[:-1])  # type: ignore[attr-defined]
+        label = self.tokenizer.decode(tokens[-1:]).strip()  # type: ignore[attr-defined]
+        paris_first = text.index("Paris.") < text.index("Lyon.")
+        logits = {"A": 3.0 + float(paris_first), "B": float(not paris_first)}
+        norm = math.log(sum(math.exp(v) for v in logits.values()))
+        return [None] * (len(tokens) - 1) + [logits[label] - norm]
+
+
+def test_symmetric_reward_model_cancels_a_position_bias() -> None:
+    from tinker_cookbook.preference.types import Comparison
+
+    from envs.judge.pairwise import comparison_prompt, parse_preference
+    from envs.judge.reward_model import SymmetricPreferenceModel
+    from renderers_ext import load_renderer
+
+    renderer = load_renderer("qwen3_instruct", TINY)
+    model = SymmetricPreferenceModel(renderer, _PositionBiasedModel(renderer.tokenizer))
+    paris, lyon = [{"role": "assistant", "content": "Paris."}], [{"role": "assistant", "content": "Lyon."}]
+    question = [{"role": "user", "content": "Capital of France?"}]
+    comparison = Comparison(prompt_conversation=question, completion_A=lyon, completion_B=paris)  # type: ignore[arg-type]
+    # greedy, this model says A in both orders (a tie over the two); symmetric, Paris wins by 1 nat
+    assert anyio.run(model.log_odds_b, comparison) == pytest.approx(1.0)
+    assert anyio.run(model.log_odds_b, comparison.swap()) == pytest.approx(-1.0)
+    assert anyio.run(model, comparison) == pytest.approx(2 / (1 + math.exp(-1.0)) - 1)
+    reply = anyio.run(PreferenceModelJudge(model), comparison_prompt(question, lyon, paris))  # type: ignore[arg-type]
+    assert parse_preference(str(reply["content"])) == pytest.approx(1 / (1 + math.exp(-1.0)), abs=1e-6)
+
+
 def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = [
         f"log_path={tmp_path}",
@@ -69,7 +109,7 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]
-    assert rl_rows[0]["env/all/judge/calls"] == 2  # the reward model judged the group, in both orders
+    assert rl_rows[0]["env/all/judge/calls"] == 1  # the pair once: the reward model scores both orders itself
     assert rl_rows[0]["env/all/judge/errors"] == 0
     held_out = {
         json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "test_prompts.jsonl").read_text().splitlines()

@@ -15,10 +15,21 @@ model and answers ``Preferred: A|B|tie`` (:func:`~envs.judge.pairwise.parse_pref
 the checkpoint root of the process, or ``local:///abs/folder``), ``rm:tinker://...`` on the service
 ``judge.base_url`` points at; ``judge.renderer_name`` is the renderer the model was trained with
 (default: the base model's recommended one).
+
+By default the verdict is :class:`SymmetricPreferenceModel`'s, not the cookbook's greedy token: a
+small reward model's greedy verdict often follows the A/B order more than the answers (an answer
+that wins as A and loses as B scores 1/2, a group of such verdicts gives RL no signal). The
+symmetric model reads the label's log-odds, ``d = log p(B) - log p(A)``, in both orders and takes
+``(d(x, y) - d(y, x)) / 2``: a bias toward one position adds the same amount to both and cancels,
+and the verdict is graded (a probability that B is better), so close answers still differ.
+The judge passes that probability on (``{"preferred": ..., "p_b": ...}``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +43,13 @@ if TYPE_CHECKING:
 
     from envs.judge.config import JudgeConfig
 
-__all__ = ["PreferenceModelJudge", "comparison_from_prompt", "load_preference_model", "rm_judge"]
+__all__ = [
+    "PreferenceModelJudge",
+    "SymmetricPreferenceModel",
+    "comparison_from_prompt",
+    "load_preference_model",
+    "rm_judge",
+]
 
 _ROLES = {name: role for role, name in ROLE_NAMES.items()}
 _ROLE_RE = re.compile(r"^({}): ".format("|".join(map(re.escape, ROLE_NAMES.values()))), re.MULTILINE)
@@ -69,11 +86,67 @@ def comparison_from_prompt(messages: list[Message]) -> Comparison:
     )
 
 
+class SymmetricPreferenceModel:
+    """A cookbook ``PreferenceModel`` that scores a comparison in both orders, from the label's
+    log-odds, so a position bias cancels (see the module docstring).
+
+    ``__call__`` returns the cookbook's score in [-1, 1] (-1: A is better, 1: B is better),
+    ``2 * p_b - 1`` with ``p_b = sigmoid((d(A, B) - d(B, A)) / 2)`` and
+    ``d(x, y) = log p("B" | x, y) - log p("A" | x, y)``, the label tokens as the cookbook's
+    ``ComparisonRendererFromChatRenderer`` trains them. Swapping A and B negates the score.
+    Four logprob calls per comparison.
+    """
+
+    def __init__(self, convo_renderer: Any, sampling_client: Any) -> None:
+        from tinker_cookbook.preference.types import ComparisonRendererFromChatRenderer
+
+        self.comparison_renderer = ComparisonRendererFromChatRenderer(convo_renderer)
+        self.sampling_client = sampling_client
+
+    async def _label_logprob(self, comparison: Comparison, label: str) -> float:
+        from tinker_cookbook.preference.types import LabeledComparison
+
+        model_input, _ = self.comparison_renderer.to_model_input_weights(
+            LabeledComparison(comparison=comparison, label=label)  # type: ignore[arg-type]
+        )
+        logprobs = await self.sampling_client.compute_logprobs_async(model_input, prompt_logprobs_last_n=1)
+        last = logprobs[-1]
+        if last is None:
+            raise ValueError("the preference model returned no logprob for the label token")
+        return float(last)
+
+    async def log_odds_b(self, comparison: Comparison) -> float:
+        """``(d(A, B) - d(B, A)) / 2``: how much more likely B is the better answer (log-odds)."""
+        swapped = comparison.swap()
+        a, b, swapped_a, swapped_b = await asyncio.gather(
+            self._label_logprob(comparison, "A"),
+            self._label_logprob(comparison, "B"),
+            self._label_logprob(swapped, "A"),
+            self._label_logprob(swapped, "B"),
+        )
+        return ((b - a) - (swapped_b - swapped_a)) / 2
+
+    async def probability_b(self, comparison: Comparison) -> float:
+        """The probability that B is the better answer, order-symmetric."""
+        x = await self.log_odds_b(comparison)
+        return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+    async def __call__(self, comparison: Comparison) -> float:
+        return 2.0 * await self.probability_b(comparison) - 1.0
+
+
 def load_preference_model(
-    path: str, *, renderer_name: str | None = None, base_url: str | None = None, service: Any = None
-) -> PreferenceModel:
-    """The cookbook's ``PreferenceModelFromChatRenderer`` on the sampler weights at ``path``
-    (``local://`` on the embedded backend, ``tinker://`` on a service)."""
+    path: str,
+    *,
+    renderer_name: str | None = None,
+    base_url: str | None = None,
+    service: Any = None,
+    symmetric: bool = True,
+) -> PreferenceModel | SymmetricPreferenceModel:
+    """The preference model on the sampler weights at ``path`` (``local://`` on the embedded
+    backend, ``tinker://`` on a service): :class:`SymmetricPreferenceModel`, or with
+    ``symmetric=False`` the cookbook's ``PreferenceModelFromChatRenderer`` (one greedy label
+    token, in the order given)."""
     import tinker
     from tinker_cookbook import model_info
     from tinker_cookbook.preference.types import PreferenceModelFromChatRenderer
@@ -95,17 +168,26 @@ def load_preference_model(
     renderer = load_renderer(
         renderer_name or model_info.get_recommended_renderer_name(base_model), base_model
     )
+    if symmetric:
+        return SymmetricPreferenceModel(renderer, client)
     return PreferenceModelFromChatRenderer(renderer, client)
 
 
 class PreferenceModelJudge(MessageCompleter):
-    """Answers a pairwise comparison prompt with a preference model's verdict."""
+    """Answers a pairwise comparison prompt with a preference model's verdict: ``Preferred: A|B|tie``
+    for a model with hard verdicts, ``{"preferred": "A|B|tie", "p_b": <probability>}`` for a graded
+    one (:class:`SymmetricPreferenceModel`), which the pairwise env reads as a soft win."""
 
-    def __init__(self, model: PreferenceModel) -> None:
+    def __init__(self, model: PreferenceModel | SymmetricPreferenceModel) -> None:
         self.model = model
 
     async def __call__(self, messages: list[Message]) -> Message:
-        score = await self.model(comparison_from_prompt(messages))  # -1: A, 1: B, 0: tie
+        comparison = comparison_from_prompt(messages)
+        if isinstance(self.model, SymmetricPreferenceModel):
+            p_b = await self.model.probability_b(comparison)
+            choice = "A" if p_b < 0.5 else "B" if p_b > 0.5 else "tie"
+            return {"role": "assistant", "content": json.dumps({"preferred": choice, "p_b": round(p_b, 6)})}
+        score = await self.model(comparison)  # -1: A, 1: B, 0: tie
         choice = "A" if score < 0 else "B" if score > 0 else "tie"
         return {"role": "assistant", "content": f"Preferred: {choice}"}
 
