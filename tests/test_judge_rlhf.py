@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -45,22 +46,22 @@ def test_comparison_prompt_round_trips_without_its_reference() -> None:
 
 
 class _PositionBiasedModel:
-    """A stand-in reward model's sampling client: the label's log-probability when the model
-    prefers the answer "Paris." by 1 nat and the position A by 3 nats (a small RM's habit)."""
+    """A stand-in reward model's sampling client: its greedy label and that label's probability,
+    for a model that prefers the answer "Paris." by 1 nat and the position A by 3 nats (a small
+    reward model's habit)."""
 
     def __init__(self, tokenizer: object) -> None:
         self.tokenizer = tokenizer
 
-    async def compute_logprobs_async(
-        self, model_input: object, prompt_logprobs_last_n: int | None = None
-    ) -> list:
-        tokens = model_input.to_ints()  # type: ignore[attr-defined]
-        text = self.tokenizer.decode(tokens[:-1])  # type: ignore[attr-defined]
-        label = self.tokenizer.decode(tokens[-1:]).strip()  # type: ignore[attr-defined]
+    async def sample_async(self, prompt: object, num_samples: int, sampling_params: object) -> object:
+        text = self.tokenizer.decode(prompt.to_ints())  # type: ignore[attr-defined]
         paris_first = text.index("Paris.") < text.index("Lyon.")
         logits = {"A": 3.0 + float(paris_first), "B": float(not paris_first)}
         norm = math.log(sum(math.exp(v) for v in logits.values()))
-        return [None] * (len(tokens) - 1) + [logits[label] - norm]
+        label = max(logits, key=logits.__getitem__)
+        token = self.tokenizer.encode(label, add_special_tokens=False)[0]  # type: ignore[attr-defined]
+        sequence = SimpleNamespace(tokens=[token], logprobs=[logits[label] - norm])
+        return SimpleNamespace(sequences=[sequence])
 
 
 def test_symmetric_reward_model_cancels_a_position_bias() -> None:

@@ -92,39 +92,64 @@ class SymmetricPreferenceModel:
 
     ``__call__`` returns the cookbook's score in [-1, 1] (-1: A is better, 1: B is better),
     ``2 * p_b - 1`` with ``p_b = sigmoid((d(A, B) - d(B, A)) / 2)`` and
-    ``d(x, y) = log p("B" | x, y) - log p("A" | x, y)``, the label tokens as the cookbook's
-    ``ComparisonRendererFromChatRenderer`` trains them. Swapping A and B negates the score.
-    Four logprob calls per comparison.
+    ``d(x, y) = log p("B" | x, y) - log p("A" | x, y)``. Swapping A and B negates the score.
+
+    Each order costs one sampled token, as the cookbook's model (greedy, ``max_tokens=1``; the
+    sampler batches them): the label it writes and that label's probability ``p``; the other
+    label gets ``1 - p`` (a reward model trained on ``A`` / ``B`` puts its mass on the two), and
+    a reply that is neither label says nothing (``d = 0``). Exact logprobs of both labels would
+    take two prompt-logprob passes per order, which the embedded backend runs one at a time.
     """
 
     def __init__(self, convo_renderer: Any, sampling_client: Any) -> None:
-        from tinker_cookbook.preference.types import ComparisonRendererFromChatRenderer
+        from tinker_cookbook.preference.types import (
+            Comparison,
+            ComparisonRendererFromChatRenderer,
+            LabeledComparison,
+        )
 
         self.comparison_renderer = ComparisonRendererFromChatRenderer(convo_renderer)
         self.sampling_client = sampling_client
-
-    async def _label_logprob(self, comparison: Comparison, label: str) -> float:
-        from tinker_cookbook.preference.types import LabeledComparison
-
-        model_input, _ = self.comparison_renderer.to_model_input_weights(
-            LabeledComparison(comparison=comparison, label=label)  # type: ignore[arg-type]
+        probe = Comparison(
+            prompt_conversation=[{"role": "user", "content": "?"}],
+            completion_A=[{"role": "assistant", "content": "a"}],
+            completion_B=[{"role": "assistant", "content": "b"}],
         )
-        logprobs = await self.sampling_client.compute_logprobs_async(model_input, prompt_logprobs_last_n=1)
-        last = logprobs[-1]
-        if last is None:
-            raise ValueError("the preference model returned no logprob for the label token")
-        return float(last)
+        # the label tokens as the cookbook trains them (its example ends at the label's first token)
+        self._labels = {
+            self.comparison_renderer.to_model_input_weights(LabeledComparison(comparison=probe, label=label))[
+                0
+            ].to_ints()[-1]: label
+            for label in ("A", "B")
+        }
+        if len(self._labels) != 2:
+            raise ValueError("the renderer gives the labels A and B the same first token")
+
+    async def _log_odds_one_order(self, comparison: Comparison) -> float:
+        """``d = log p(B) - log p(A)`` in the order given, from one greedy label token."""
+        import tinker
+
+        response = await self.sampling_client.sample_async(
+            prompt=self.comparison_renderer.build_generation_prompt(comparison),
+            num_samples=1,
+            sampling_params=tinker.SamplingParams(temperature=0.0, max_tokens=1),
+        )
+        sequence = response.sequences[0]
+        label = self._labels.get(sequence.tokens[0]) if sequence.tokens else None
+        if label is None:
+            return 0.0
+        if not sequence.logprobs:
+            raise ValueError("the preference model's sampler returned no logprob for its label")
+        p = min(max(math.exp(sequence.logprobs[0]), 1e-6), 1.0 - 1e-6)
+        d = math.log(p) - math.log1p(-p)  # log-odds of the label written
+        return d if label == "B" else -d
 
     async def log_odds_b(self, comparison: Comparison) -> float:
         """``(d(A, B) - d(B, A)) / 2``: how much more likely B is the better answer (log-odds)."""
-        swapped = comparison.swap()
-        a, b, swapped_a, swapped_b = await asyncio.gather(
-            self._label_logprob(comparison, "A"),
-            self._label_logprob(comparison, "B"),
-            self._label_logprob(swapped, "A"),
-            self._label_logprob(swapped, "B"),
+        forward, backward = await asyncio.gather(
+            self._log_odds_one_order(comparison), self._log_odds_one_order(comparison.swap())
         )
-        return ((b - a) - (swapped_b - swapped_a)) / 2
+        return (forward - backward) / 2
 
     async def probability_b(self, comparison: Comparison) -> float:
         """The probability that B is the better answer, order-symmetric."""

@@ -5,9 +5,9 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
 1. **SL policy**: the supervised warm start of :mod:`envs.judge.preference` on a chat JSONL
    (default: the shipped ``data/sft_chats.jsonl``), saved as the ``sl`` checkpoint.
 2. **Reward model**: the cookbook's step 2, unchanged: ``supervised.train.main`` on
-   ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, the preference-model
-   format: prompt, ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``,
-   then ``A`` or ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the
+   ``ChatDatasetBuilderFromComparisons`` (each comparison in an order drawn at random, the
+   cookbook's default; the preference-model format: prompt, ``==== Completion A ====``,
+   ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the
    shipped ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
    Reported: the held-out pair accuracy (chance 0.5), before and after training, on the held-out
    prompts' comparisons, of the reward model as step 3 uses it
@@ -234,7 +234,6 @@ def _rm_step(
                 batch_size=config.rm_batch_size,
             ),
             comparison_builder=ComparisonBuilderFromJsonl(train_path=str(train_file)),
-            swap=True,  # both orders of every comparison, so the model learns no position
         ),
         learning_rate=config.rm_learning_rate,
         num_epochs=config.rm_epochs,
