@@ -93,6 +93,7 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "dataset_max_pairs=24",
         "n_test_prompts=2",
         "rm_max_steps=2",
+        "rm_both_orders=true",
         "rl_steps=1",
         "rl_batch_size=1",
         "rl_group_size=2",
@@ -104,6 +105,9 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert last.startswith("rm_heldout_accuracy=") and "rlhf_heldout_win_gain=" in last
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["rm"]["steps"] == 2 and 0.0 <= summary["rm_heldout_accuracy"] <= 1.0
+    assert 0.0 <= summary["rm"]["heldout_accuracy_greedy"] <= 1.0
+    rm_config = json.loads((tmp_path / "rm" / "config.json").read_text())
+    assert rm_config["dataset_builder"]["swap"] is True  # rm_both_orders: the cookbook's swap
     assert summary["rm"]["sampler_path"].startswith("local:///")
     assert summary["rl"]["steps"] == 1 and summary["rl"]["sampler_path"].startswith("local:///")
     assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer

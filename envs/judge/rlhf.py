@@ -6,9 +6,10 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
    (default: the shipped ``data/sft_chats.jsonl``), saved as the ``sl`` checkpoint.
 2. **Reward model**: the cookbook's step 2, unchanged: ``supervised.train.main`` on
    ``ChatDatasetBuilderFromComparisons`` (each comparison in an order drawn at random, the
-   cookbook's default; the preference-model format: prompt, ``==== Completion A ====``,
-   ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the
-   shipped ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
+   cookbook's default, or in both, ``rm_both_orders``; the preference-model format: prompt,
+   ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or
+   ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the shipped
+   ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
    Reported: the held-out pair accuracy (chance 0.5), before and after training, on the held-out
    prompts' comparisons, of the reward model as step 3 uses it
    (:class:`~envs.judge.reward_model.SymmetricPreferenceModel`: the label's log-odds in both
@@ -96,6 +97,9 @@ class RlhfConfig:
     """Passes over the train comparisons."""
     rm_max_steps: int | None = None
     """Cap on reward-model steps."""
+    rm_both_orders: bool = False
+    """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step)
+    instead of one order drawn at random."""
 
     # --- 3. RL ------------------------------------------------------------------------------
     rl_steps: int = 8
@@ -234,6 +238,7 @@ def _rm_step(
                 batch_size=config.rm_batch_size,
             ),
             comparison_builder=ComparisonBuilderFromJsonl(train_path=str(train_file)),
+            swap=config.rm_both_orders,
         ),
         learning_rate=config.rm_learning_rate,
         num_epochs=config.rm_epochs,
@@ -457,7 +462,8 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
         rm = _rm_step(config, train_file, test_file, out / "rm", service, root)
         print(
             f"[rlhf] RM: {rm['steps']} steps, held-out pair accuracy "
-            f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f}",
+            f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f} (both orders, log-odds; "
+            f"the cookbook's greedy verdict: {rm.get('heldout_accuracy_greedy', float('nan')):.3f})",
             flush=True,
         )
     print("[rlhf] 3/3 RL against the reward model (pairwise env)", flush=True)
