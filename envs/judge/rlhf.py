@@ -366,7 +366,7 @@ async def _judgement(
     from tinker_cookbook.preference.types import Comparison
 
     from envs.judge import load_tasks
-    from envs.judge.reward_model import load_preference_model
+    from envs.judge.reward_model import SymmetricPreferenceModel, load_preference_model
     from envs.judge.rules import CHECKS, RuleJudge
     from renderers_ext import load_renderer
 
@@ -397,9 +397,13 @@ async def _judgement(
                 correct_sl.append(CHECKS["correct"](b, task.reference))
     # the RL answer is A, then B (the swap); the cookbook's ComparisonEvaluator's win
     # (scores in [-1, 1], -1: A is better): a win in both orders is 1, a tie 1/2
-    scores = await asyncio.gather(
-        *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
-    )
+    if isinstance(rm, SymmetricPreferenceModel):  # its swap negates the score: one call a pair
+        firsts = await asyncio.gather(*(rm(comparison) for comparison in comparisons))
+        scores = [x for first in firsts for x in (first, -first)]
+    else:
+        scores = await asyncio.gather(
+            *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
+        )
     by_rm = [(second - first + 2) / 4 for first, second in zip(scores[0::2], scores[1::2], strict=True)]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
     return {
