@@ -92,6 +92,7 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "sft_steps=1",
         "dataset_max_pairs=24",
         "n_test_prompts=2",
+        "rm_epochs=2",
         "rm_max_steps=2",
         "rm_both_orders=true",
         "rl_steps=1",

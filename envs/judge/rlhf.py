@@ -5,8 +5,8 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
 1. **SL policy**: the supervised warm start of :mod:`envs.judge.preference` on a chat JSONL
    (default: the shipped ``data/sft_chats.jsonl``), saved as the ``sl`` checkpoint.
 2. **Reward model**: the cookbook's step 2, unchanged: ``supervised.train.main`` on
-   ``ChatDatasetBuilderFromComparisons`` (each comparison in an order drawn at random, the
-   cookbook's default, or in both, ``rm_both_orders``; the preference-model format: prompt,
+   ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, ``rm_both_orders``, the
+   cookbook's ``swap``; the preference-model format: prompt,
    ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or
    ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the shipped
    ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
@@ -89,17 +89,18 @@ class RlhfConfig:
     """Cap on the comparisons read."""
     n_test_prompts: int = 12
     """Prompts held out: their comparisons measure the reward model, and the policies are judged on them."""
-    rm_learning_rate: float = 5e-4
+    rm_learning_rate: float = 1e-3
     """Reward-model learning rate (linear decay)."""
     rm_batch_size: int = 16
     """Comparisons per reward-model step (each in both orders)."""
-    rm_epochs: int = 2
+    rm_epochs: int = 1
     """Passes over the train comparisons."""
     rm_max_steps: int | None = None
     """Cap on reward-model steps."""
-    rm_both_orders: bool = False
-    """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step)
-    instead of one order drawn at random."""
+    rm_both_orders: bool = True
+    """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step),
+    so the position tells nothing and the model must learn the answers; False: one order drawn at
+    random (the cookbook's default)."""
 
     # --- 3. RL ------------------------------------------------------------------------------
     rl_steps: int = 8
