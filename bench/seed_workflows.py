@@ -1,7 +1,7 @@
 """The tinker docs' workflows end to end on the embedded model, offline, each through its command.
 
 (a) RLHF: ``python -m envs.judge.rlhf`` (SL policy; reward model on the shipped comparisons, its
-    held-out pair accuracy; RL against it through the pairwise env; the held-out judgement of the
+    held-out pair accuracy as RL uses it, in both orders by the label's log-odds; RL against it through the pairwise env; the held-out judgement of the
     RL policy against the SL policy by the ``rules`` judge);
 (b) prompt distillation: ``python -m envs.distill`` (held-out accuracy of the unprompted model,
     the teacher and the student; recovery = the student's share of the teacher's gain);
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     judged = summary["judgement"]
     print(
         f"[bench] rlhf: RM held-out accuracy {summary['rm']['heldout_accuracy_before']:.3f} -> "
-        f"{summary['rm_heldout_accuracy']:.3f}; RL vs SL win rate {judged['rm_win_rate']:.3f} (RM), "
+        f"{summary['rm_heldout_accuracy']:.3f} (greedy verdict "
+        f"{summary['rm'].get('heldout_accuracy_greedy', float('nan')):.3f}); RL vs SL win rate {judged['rm_win_rate']:.3f} (RM), "
         f"{judged['heldout_win_rate']:.3f} (rules); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f} "
         f"({seconds['rlhf']:.0f}s)",
         flush=True,

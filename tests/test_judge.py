@@ -156,6 +156,9 @@ def test_parse_score_round_trip(score: int, scale: int, form: str) -> None:
         ("Preferred: Apple", None),
         ("A is nice but B is nicer", None),
         ("Preferred: C", None),
+        ('{"preferred": "B", "p_b": 0.73}', 0.73),  # a graded judge (a reward model)
+        ('{"preferred": "A", "p_b": 1.5}', 0.0),  # out of [0, 1]: the verdict
+        ('{"p_b": true}', None),
     ],
 )
 def test_parse_preference(text: str, expected: float | None) -> None:
@@ -639,7 +642,8 @@ def test_truncated_turn_ends_the_chat_and_is_judged(renderer) -> None:
 def test_parsers_never_raise_and_stay_in_range(text: str, scale: int) -> None:
     score = parse_score(text, scale)
     assert score is None or 0.0 <= score <= 1.0
-    assert parse_preference(text) in (None, 0.0, 0.5, 1.0)
+    preference = parse_preference(text)
+    assert preference is None or 0.0 <= preference <= 1.0
 
 
 class _Script(ScriptedJudge):

@@ -4,7 +4,9 @@ RL against it through the pairwise env (``rm:`` judge) -> held-out judgement (TI
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -43,6 +45,45 @@ def test_comparison_prompt_round_trips_without_its_reference() -> None:
         comparison_from_prompt([{"role": "user", "content": "Grade this."}])
 
 
+class _PositionBiasedModel:
+    """A stand-in reward model's sampling client: its greedy label and that label's probability,
+    for a model that prefers the answer "Paris." by 1 nat and the position A by 3 nats (a small
+    reward model's habit)."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self.tokenizer = tokenizer
+
+    async def sample_async(self, prompt: object, num_samples: int, sampling_params: object) -> object:
+        text = self.tokenizer.decode(prompt.to_ints())  # type: ignore[attr-defined]
+        paris_first = text.index("Paris.") < text.index("Lyon.")
+        logits = {"A": 3.0 + float(paris_first), "B": float(not paris_first)}
+        norm = math.log(sum(math.exp(v) for v in logits.values()))
+        label = max(logits, key=logits.__getitem__)
+        token = self.tokenizer.encode(label, add_special_tokens=False)[0]  # type: ignore[attr-defined]
+        sequence = SimpleNamespace(tokens=[token], logprobs=[logits[label] - norm])
+        return SimpleNamespace(sequences=[sequence])
+
+
+def test_symmetric_reward_model_cancels_a_position_bias() -> None:
+    from tinker_cookbook.preference.types import Comparison
+
+    from envs.judge.pairwise import comparison_prompt, parse_preference
+    from envs.judge.reward_model import SymmetricPreferenceModel
+    from renderers_ext import load_renderer
+
+    renderer = load_renderer("qwen3_instruct", TINY)
+    model = SymmetricPreferenceModel(renderer, _PositionBiasedModel(renderer.tokenizer))
+    paris, lyon = [{"role": "assistant", "content": "Paris."}], [{"role": "assistant", "content": "Lyon."}]
+    question = [{"role": "user", "content": "Capital of France?"}]
+    comparison = Comparison(prompt_conversation=question, completion_A=lyon, completion_B=paris)  # type: ignore[arg-type]
+    # greedy, this model says A in both orders (a tie over the two); symmetric, Paris wins by 1 nat
+    assert anyio.run(model.log_odds_b, comparison) == pytest.approx(1.0)
+    assert anyio.run(model.log_odds_b, comparison.swap()) == pytest.approx(-1.0)
+    assert anyio.run(model, comparison) == pytest.approx(2 / (1 + math.exp(-1.0)) - 1)
+    reply = anyio.run(PreferenceModelJudge(model), comparison_prompt(question, lyon, paris))  # type: ignore[arg-type]
+    assert parse_preference(str(reply["content"])) == pytest.approx(1 / (1 + math.exp(-1.0)), abs=1e-6)
+
+
 def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = [
         f"log_path={tmp_path}",
@@ -51,7 +92,9 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "sft_steps=1",
         "dataset_max_pairs=24",
         "n_test_prompts=2",
+        "rm_epochs=2",
         "rm_max_steps=2",
+        "rm_both_orders=true",
         "rl_steps=1",
         "rl_batch_size=1",
         "rl_group_size=2",
@@ -63,13 +106,16 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert last.startswith("rm_heldout_accuracy=") and "rlhf_heldout_win_gain=" in last
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["rm"]["steps"] == 2 and 0.0 <= summary["rm_heldout_accuracy"] <= 1.0
+    assert 0.0 <= summary["rm"]["heldout_accuracy_greedy"] <= 1.0
+    rm_config = json.loads((tmp_path / "rm" / "config.json").read_text())
+    assert rm_config["dataset_builder"]["swap"] is True  # rm_both_orders: the cookbook's swap
     assert summary["rm"]["sampler_path"].startswith("local:///")
     assert summary["rl"]["steps"] == 1 and summary["rl"]["sampler_path"].startswith("local:///")
     assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]
-    assert rl_rows[0]["env/all/judge/calls"] == 2  # the reward model judged the group, in both orders
+    assert rl_rows[0]["env/all/judge/calls"] == 1  # the pair once: the reward model scores both orders itself
     assert rl_rows[0]["env/all/judge/errors"] == 0
     held_out = {
         json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "test_prompts.jsonl").read_text().splitlines()

@@ -32,7 +32,7 @@ LOCAL_LEARNING_RATES: dict[str, float] = {
     "sl": 3e-4,  # envs.judge.preference / rlhf SL step
     "rl": 1e-3,  # training.Config
     "dpo": 2e-4,  # envs.judge.preference
-    "rm": 5e-4,  # envs.judge.rlhf reward model
+    "rm": 1e-3,  # envs.judge.rlhf reward model
     "distill": 5e-4,  # envs.distill student
 }
 """Default LoRA learning rates of our CLIs for the embedded models, by kind of training."""

@@ -60,10 +60,14 @@ def parse_preference(text: str) -> float | None:
 
     Accepted (the last statement wins): ``Preferred: A``, ``Preferred: Response B``, ``Winner: (A)``,
     ``[[A]]``, ``{"preferred": "B"}``,
-    and a reply that is only ``A``, ``B`` or ``tie``.
+    and a reply that is only ``A``, ``B`` or ``tie``. A graded judge (a reward model's probability)
+    writes ``{"p_b": 0.73}``: that probability, when it is a number in [0, 1], is the value.
     """
     values = {"a": 0.0, "b": 1.0, "tie": 0.5}
     for obj in reversed(json_objects(text)):
+        p_b = obj.get("p_b")
+        if isinstance(p_b, int | float) and not isinstance(p_b, bool) and 0.0 <= p_b <= 1.0:
+            return float(p_b)
         for key in ("preferred", "winner", "better"):
             choice = obj.get(key)
             if isinstance(choice, str) and choice.strip().lower() in values:

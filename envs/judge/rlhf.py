@@ -5,24 +5,29 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
 1. **SL policy**: the supervised warm start of :mod:`envs.judge.preference` on a chat JSONL
    (default: the shipped ``data/sft_chats.jsonl``), saved as the ``sl`` checkpoint.
 2. **Reward model**: the cookbook's step 2, unchanged: ``supervised.train.main`` on
-   ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, the preference-model
-   format: prompt, ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``,
-   then ``A`` or ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the
-   shipped ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
-   Reported: the held-out pair accuracy of the cookbook's ``PreferenceModelFromChatRenderer`` on
-   the held-out prompts' comparisons, each in both orders (chance 0.5), before and after training.
+   ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, ``rm_both_orders``, the
+   cookbook's ``swap``; the preference-model format: prompt,
+   ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or
+   ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the shipped
+   ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
+   Reported: the held-out pair accuracy (chance 0.5), before and after training, on the held-out
+   prompts' comparisons, of the reward model as step 3 uses it
+   (:class:`~envs.judge.reward_model.SymmetricPreferenceModel`: the label's log-odds in both
+   orders, so a preference for a position cancels) and, for comparison, of the cookbook's
+   ``PreferenceModelFromChatRenderer`` (one greedy token, each comparison in both orders).
 3. **RL against the reward model**: our training loop on the pairwise judge env
-   (``env.kind=pairwise``: each answer's reward is its win rate in its group), the judge the
-   learned model loaded from its sampler checkpoint (judge spec ``rm:<path>``,
-   :mod:`envs.judge.reward_model`: ``local://`` here, ``tinker://`` on a service), from the SL
-   checkpoint, on the train prompts.
+   (``env.kind=pairwise``, each pair of a group once: each answer's reward is its mean
+   probability of beating the others), the judge the learned model loaded from its sampler
+   checkpoint (judge spec ``rm:<path>``, :mod:`envs.judge.reward_model`: ``local://`` here,
+   ``tinker://`` on a service), from the SL checkpoint, on the train prompts.
 
 Then a **held-out judgement**: the SL and the RL policy answer each held-out prompt
 ``eval_samples`` times (the same sampling seeds), and the RL answer meets the SL answer of the same
-seed before two judges: the reward model it was trained against, and a held-out judge it never saw,
+seed before two judges: the reward model it was trained against (the cookbook's
+``ComparisonEvaluator`` win, both orders), and a held-out judge it never saw,
 ``rules`` (:mod:`envs.judge.rules`: the answer that gives the prompt's reference answer, then a
-finished one, then the shorter one). A win counts 1, a tie 1/2; the gain is the win rate minus 1/2
-(the SL policy against itself). A reward model that was hacked shows as an RM gain without a
+finished one, then the shorter one). A win counts 1, a tie 1/2 (the reward model's win is
+graded); the gain is the win rate minus 1/2 (the SL policy against itself). A reward model that was hacked shows as an RM gain without a
 held-out one.
 
 It ends with ``rm_heldout_accuracy=<a> rlhf_rm_win_gain=<b> rlhf_heldout_win_gain=<c>`` and writes
@@ -84,14 +89,18 @@ class RlhfConfig:
     """Cap on the comparisons read."""
     n_test_prompts: int = 12
     """Prompts held out: their comparisons measure the reward model, and the policies are judged on them."""
-    rm_learning_rate: float = 5e-4
+    rm_learning_rate: float = 1e-3
     """Reward-model learning rate (linear decay)."""
     rm_batch_size: int = 16
     """Comparisons per reward-model step (each in both orders)."""
-    rm_epochs: int = 2
+    rm_epochs: int = 1
     """Passes over the train comparisons."""
     rm_max_steps: int | None = None
     """Cap on reward-model steps."""
+    rm_both_orders: bool = True
+    """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step),
+    so the position tells nothing and the model must learn the answers; False: one order drawn at
+    random (the cookbook's default)."""
 
     # --- 3. RL ------------------------------------------------------------------------------
     rl_steps: int = 8
@@ -174,13 +183,17 @@ async def rm_accuracy(model: Any, rows: Sequence[dict[str, Any]]) -> float:
     both orders (a tie or an unreadable verdict counts as wrong)."""
     from tinker_cookbook.preference.types import Comparison, LabeledComparison
 
+    from envs.judge.reward_model import SymmetricPreferenceModel
+
+    orders = 1 if isinstance(model, SymmetricPreferenceModel) else 2  # its swap negates the score
+
     async def one(row: dict[str, Any]) -> float:
         labeled = LabeledComparison(comparison=Comparison(**row["comparison"]), label=row["label"])
         right = 0.0
-        for item in (labeled, labeled.swap()):
+        for item in (labeled, labeled.swap())[:orders]:
             score = await model(item.comparison)
             right += float((score < 0 and item.label == "A") or (score > 0 and item.label == "B"))
-        return right / 2
+        return right / orders
 
     scores = await asyncio.gather(*(one(r) for r in rows if r["label"] in ("A", "B")))
     return sum(scores) / max(len(scores), 1)
@@ -197,7 +210,7 @@ def _rm_step(
     from tinker_cookbook.supervised import train as supervised_train
     from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 
-    from envs.judge.reward_model import load_preference_model
+    from envs.judge.reward_model import SymmetricPreferenceModel, load_preference_model
 
     record = out / "rm.json"
     if record.is_file():
@@ -210,7 +223,8 @@ def _rm_step(
     from renderers_ext import load_renderer
 
     renderer = load_renderer(config.renderer_name, config.model_name)
-    before = asyncio.run(rm_accuracy(PreferenceModelFromChatRenderer(renderer, base), test_rows))
+    before = asyncio.run(rm_accuracy(SymmetricPreferenceModel(renderer, base), test_rows))
+    before_greedy = asyncio.run(rm_accuracy(PreferenceModelFromChatRenderer(renderer, base), test_rows))
     t0 = time.monotonic()
     rm = supervised_train.Config(
         log_path=str(out),
@@ -225,6 +239,7 @@ def _rm_step(
                 batch_size=config.rm_batch_size,
             ),
             comparison_builder=ComparisonBuilderFromJsonl(train_path=str(train_file)),
+            swap=config.rm_both_orders,
         ),
         learning_rate=config.rm_learning_rate,
         num_epochs=config.rm_epochs,
@@ -241,6 +256,8 @@ def _rm_step(
     path = _absolute(last.sampler_path, root)
     model = load_preference_model(path, renderer_name=config.renderer_name, service=service)
     after = asyncio.run(rm_accuracy(model, test_rows))
+    greedy = load_preference_model(path, renderer_name=config.renderer_name, service=service, symmetric=False)
+    after_greedy = asyncio.run(rm_accuracy(greedy, test_rows))
     metrics = _rows(out / "metrics.jsonl")
     losses = [r["train_mean_nll"] for r in metrics if "train_mean_nll" in r]
     result = {
@@ -250,6 +267,8 @@ def _rm_step(
         "train_nll_last": losses[-1] if losses else None,
         "heldout_accuracy_before": before,
         "heldout_accuracy": after,
+        "heldout_accuracy_greedy_before": before_greedy,
+        "heldout_accuracy_greedy": after_greedy,
         "heldout_pairs": len(test_rows),
         "seconds": time.monotonic() - t0,
     }
@@ -262,7 +281,7 @@ def _rm_step(
 # --------------------------------------------------------------------------------------------
 def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: Path) -> dict[str, Any]:
     import training
-    from envs.judge.config import JudgeConfig, JudgeData, JudgeEnvConfig, JudgeEnvKind
+    from envs.judge.config import JudgeConfig, JudgeData, JudgeEnvConfig, JudgeEnvKind, PairingScheme
     from envs.judge.train import JudgeTrainConfig
 
     record = out / "rl.json"
@@ -284,7 +303,10 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         data=JudgeData(batch_size=config.rl_batch_size, group_size=config.rl_group_size, n_test=1),
         eval_every=0,
         progress=False,
-        env=JudgeEnvConfig(kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks)),
+        # each pair once: the reward model's verdict is symmetric in the order already
+        env=JudgeEnvConfig(
+            kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks), pattern=PairingScheme.ALL_PAIRS
+        ),
         judge=JudgeConfig(
             completer=f"rm:{rm_path}",
             renderer_name=config.renderer_name,
@@ -345,7 +367,7 @@ async def _judgement(
     from tinker_cookbook.preference.types import Comparison
 
     from envs.judge import load_tasks
-    from envs.judge.reward_model import load_preference_model
+    from envs.judge.reward_model import SymmetricPreferenceModel, load_preference_model
     from envs.judge.rules import CHECKS, RuleJudge
     from renderers_ext import load_renderer
 
@@ -374,14 +396,16 @@ async def _judgement(
             if task.reference:
                 correct_rl.append(CHECKS["correct"](a, task.reference))
                 correct_sl.append(CHECKS["correct"](b, task.reference))
-    # the RL answer is A, then B (the swap): a win is A first and B second, a tie counts 1/2
-    scores = await asyncio.gather(
-        *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
-    )
-    by_rm = [
-        ((first < 0) + (first == 0) * 0.5 + (second > 0) + (second == 0) * 0.5) / 2
-        for first, second in zip(scores[0::2], scores[1::2], strict=True)
-    ]
+    # the RL answer is A, then B (the swap); the cookbook's ComparisonEvaluator's win
+    # (scores in [-1, 1], -1: A is better): a win in both orders is 1, a tie 1/2
+    if isinstance(rm, SymmetricPreferenceModel):  # its swap negates the score: one call a pair
+        firsts = await asyncio.gather(*(rm(comparison) for comparison in comparisons))
+        scores = [x for first in firsts for x in (first, -first)]
+    else:
+        scores = await asyncio.gather(
+            *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
+        )
+    by_rm = [(second - first + 2) / 4 for first, second in zip(scores[0::2], scores[1::2], strict=True)]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
     return {
         "pairs": len(held_out),
@@ -443,7 +467,8 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
         rm = _rm_step(config, train_file, test_file, out / "rm", service, root)
         print(
             f"[rlhf] RM: {rm['steps']} steps, held-out pair accuracy "
-            f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f}",
+            f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f} (both orders, log-odds; "
+            f"the cookbook's greedy verdict: {rm.get('heldout_accuracy_greedy', float('nan')):.3f})",
             flush=True,
         )
     print("[rlhf] 3/3 RL against the reward model (pairwise env)", flush=True)
