@@ -135,19 +135,20 @@ class _Source:
     def check(self) -> None:
         """Fail now, in one line, on an id that cannot run here (unknown, needs a download,
         bad arguments): open it and resolve its first task's builder (makes no env)."""
+        import contextlib
+        import io
+
         from envs.gym import resolve_builder
 
-        source = self.open(group_size=1, held_out=False)
-        if not isinstance(source, Env):
-            _run_sync(resolve_builder, source, 0)
-        if self.env.startswith("textarena:"):
-            import contextlib
-            import io
+        # a game that needs a download says so in our one line, not in its downloader's messages
+        # (nltk prints them wherever the game is first built: opening the id, or make_game below)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            source = self.open(group_size=1, held_out=False)
+            if not isinstance(source, Env):
+                _run_sync(resolve_builder, source, 0)
+            if self.env.startswith("textarena:"):
+                from envs.interop.textarena import game_id, make_game
 
-            from envs.interop.textarena import game_id, make_game
-
-            # a game that needs a download says so here, in our one line (not its downloader's)
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 make_game(game_id(self.env))
         if self.env.startswith("openenv:"):
             _probe_openenv(self.env)
