@@ -63,6 +63,23 @@ _RESUME_IGNORES = ("output", "max_concurrency", "progress", "api_key_env", "time
 """Config keys that may change between a killed run and its resumption."""
 
 
+def parse_env_args(text: str) -> dict[str, Any]:
+    """The ``env_args`` key (a JSON object of keyword arguments for an id's source) of the CLIs
+    that take an env id (``envs.eval``, ``envs.train``); a one-line ``ValueError`` otherwise."""
+    try:
+        args = json.loads(text)
+    except ValueError:
+        raise ValueError(f"env_args is not JSON: {text!r}") from None
+    if not isinstance(args, dict):
+        raise ValueError(f"env_args must be a JSON object, got {text!r}")
+    return args
+
+
+def folder_name(env: str) -> str:
+    """An env id as one folder name (the default run folder of ``envs.eval`` and ``envs.train``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", env)
+
+
 @chz.chz
 class EnvEvalConfig:
     """One evaluation (fields are the command-line keys; the env may also come first, bare)."""
@@ -110,16 +127,12 @@ class EnvEvalConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.backend not in ("local", "tinker", "auto"):
             raise ValueError(f"backend must be local, tinker or auto, got {self.backend!r}")
-        if not isinstance(self._env_args(), dict):
-            raise ValueError(f"env_args must be a JSON object, got {self.env_args!r}")
+        parse_env_args(self.env_args)
         if self.base_url is not None and not re.match(r"https?://", self.base_url):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
 
-    def _env_args(self) -> Any:
-        try:
-            return json.loads(self.env_args)
-        except ValueError:
-            raise ValueError(f"env_args is not JSON: {self.env_args!r}") from None
+    def _env_args(self) -> dict[str, Any]:
+        return parse_env_args(self.env_args)
 
     @property
     def message_level(self) -> bool:
@@ -128,7 +141,7 @@ class EnvEvalConfig:
 
     def folder(self) -> Path:
         """The results folder."""
-        return Path(self.output or Path("runs/eval") / re.sub(r"[^A-Za-z0-9._-]+", "_", self.env))
+        return Path(self.output or Path("runs/eval") / folder_name(self.env))
 
     def fingerprint(self) -> dict[str, Any]:
         """The keys that define the evaluation (a resumed run must match them)."""

@@ -40,8 +40,6 @@ Examples::
 from __future__ import annotations
 
 import inspect
-import json
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +51,7 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, RLDatasetB
 import training
 from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
+from envs.eval import folder_name, parse_env_args
 
 __all__ = ["TRAIN_SEED_BASE", "EnvDatasetBuilder", "EnvTrainConfig", "main"]
 
@@ -60,16 +59,6 @@ TRAIN_SEED_BASE = 100_000
 """Train seeds are ``(seed + 1) * TRAIN_SEED_BASE + i``; held-out seeds ``eval_seed + i`` stay below."""
 ADAPTER_PREFIXES = ("textarena:", "openenv:", "verifiers:")
 """Ids of other frameworks' envs (their group builders take the policy's renderer and tokenizer)."""
-
-
-def _env_args(text: str) -> dict[str, Any]:
-    try:
-        args = json.loads(text)
-    except ValueError:
-        raise ValueError(f"env_args is not JSON: {text!r}") from None
-    if not isinstance(args, dict):
-        raise ValueError(f"env_args must be a JSON object, got {text!r}")
-    return args
 
 
 def _takes(func: Any, name: str, *, through_kwargs: bool) -> bool:
@@ -281,7 +270,9 @@ class EnvDatasetBuilder(RLDatasetBuilder):
 
     def source(self) -> _Source:
         """How the id is opened."""
-        return _Source(self.env, _env_args(self.env_args), self.renderer_name, self.model_name_for_tokenizer)
+        return _Source(
+            self.env, parse_env_args(self.env_args), self.renderer_name, self.model_name_for_tokenizer
+        )
 
     async def __call__(self) -> tuple[RLDataset, RLDataset]:
         import anyio
@@ -328,7 +319,7 @@ class EnvTrainConfig(training.Config):
                 "envs.train has no scripted player for a warm start (warm_start.episodes must be 0); "
                 "an env's own recipe has one where a scripted player exists"
             )
-        _env_args(self.env_args)
+        parse_env_args(self.env_args)
 
     def check_data(self) -> None:
         """Resolve the env id (unknown, needing a download, bad arguments: one line)."""
@@ -370,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = [f"env={args[0]}", *args[1:]]
     env = next((a.partition("=")[2] for a in args if a.startswith("env=")), "")
     if env and not any(a.startswith("log_path=") for a in args):
-        args.append(f"log_path=runs/train/{re.sub(r'[^A-Za-z0-9._-]+', '_', env)}")
+        args.append(f"log_path=runs/train/{folder_name(env)}")
     return training.run_cli(EnvTrainConfig, args, prog=prog)
 
 
