@@ -154,7 +154,8 @@ class EnvEvalSummary:
 
     metrics: dict[str, Any]
     """``episodes``, ``reward/mean``, ``reward/stderr``, ``errors``, ``stop/<reason>`` and
-    ``fault/<kind>`` counts, ``extension_breaks``, ``turns/mean``, ``env/<metric>`` means..."""
+    ``fault/<kind>`` counts, ``traj/ext_breaks_unexpected`` (the engine's name, as in
+    ``rollout.summarize``), ``turns/mean``, ``env/<metric>`` means..."""
     folder: Path
     """The results folder."""
     resumed: int
@@ -290,7 +291,7 @@ def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "reward/max": max(rewards, default=0.0),
         "turns/mean": sum(r["turns"] for r in ok) / n if n else 0.0,
         "sampled_tokens/mean": sum(r["sampled_tokens"] for r in ok) / n if n else 0.0,
-        "extension_breaks": sum(r["breaks"] for r in records),
+        "traj/ext_breaks_unexpected": sum(r["breaks"] for r in records),
         "episodes_with_break": sum(1 for r in records if r["breaks"]),
     }
     for r in records:
@@ -468,7 +469,7 @@ async def run_env_eval(config: EnvEvalConfig) -> EnvEvalSummary:
                 progress.update(
                     bar,
                     advance=1,
-                    line=f"reward {m['reward/mean']:.3f} errors {m['errors']} breaks {m['extension_breaks']}",
+                    line=f"reward {m['reward/mean']:.3f} errors {m['errors']} breaks {m['traj/ext_breaks_unexpected']}",
                 )
 
             async with anyio.create_task_group() as tg:
@@ -524,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     m = summary.metrics
     print(
         f"episodes={m['episodes']} reward={m['reward/mean']:.3f}±{m['reward/stderr']:.3f} errors={m['errors']} "
-        f"extension_breaks={m['extension_breaks']} turns={m['turns/mean']:.2f} seconds={m['seconds']:.1f}"
+        f"ext_breaks_unexpected={m['traj/ext_breaks_unexpected']} turns={m['turns/mean']:.2f} seconds={m['seconds']:.1f}"
         + (f" (resumed {summary.resumed})" if summary.resumed else "")
     )
     print(f"results: {summary.folder}")

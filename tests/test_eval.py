@@ -95,7 +95,7 @@ def _rows_complete(path: Path) -> list[dict]:
 def test_extension_breaks_are_recorded_with_their_diff(tmp_path: Path) -> None:
     config = _config(tmp_path, "env=tests.broken_envs:RerenderingGroup", "n=2")
     summary = anyio.run(run_env_eval, config)
-    assert summary.metrics["extension_breaks"] >= 2
+    assert summary.metrics["traj/ext_breaks_unexpected"] >= 2
     row = _rows(tmp_path)[0]
     broken = [t["break"] for t in row["transcript"] if "break" in t]
     assert broken and not broken[0]["expected"]
@@ -120,7 +120,7 @@ def test_openai_compatible_endpoint(tmp_path: Path) -> None:
     assert summary.metrics["errors"] == 0, ([r["error"] for r in rows if r.get("error")], server.errors)
     assert server.served == sum(r["turns"] for r in rows)
     assert server.peak >= 2  # requests went out concurrently, not one by one through the pool
-    assert summary.metrics["extension_breaks"] == 0
+    assert summary.metrics["traj/ext_breaks_unexpected"] == 0
     assert json.loads((tmp_path / "config.json").read_text())["extension_check"].startswith("not applicable")
 
 
