@@ -334,6 +334,27 @@ def test_a_cancelled_rollout_frees_its_sampling_slot():
     run(main)
 
 
+def test_a_capacity_limiter_of_ones_own_bounds_the_calls_and_is_returned_whole():
+    """``run_episode`` takes any ``CallLimiter``: an ``anyio.CapacityLimiter`` (which knows its
+    borrowers) bounds concurrent calls, free slots taken without waiting, and every token is back
+    once the episodes end, also after one is cancelled while it waits for a slot."""
+
+    async def main():
+        policy = ScriptedTokenCompleter([ACTION], cycle=True, delay=0.002)
+        limiter = anyio.CapacityLimiter(2)
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(lambda: run_episode(policy, SyntheticEnv(turns=3), sample_limiter=limiter))
+        assert policy.max_in_flight == 2 and limiter.borrowed_tokens == 0
+        with anyio.move_on_after(0.003):
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(lambda: run_episode(policy, SyntheticEnv(turns=3), sample_limiter=limiter))
+        assert limiter.borrowed_tokens == 0 and limiter.statistics().tasks_waiting == 0
+
+    run(main)
+
+
 def test_stream_yields_groups_as_they_finish():
     async def main():
         slow = SyntheticGroup(lambda i: SyntheticEnv(3, delay_s=0.05), size=2)
