@@ -89,7 +89,7 @@ class _Episode:
         self.token_budget = has_token_budget(limits)  # a per-turn check otherwise
         self.config = config
         self.tracker = tracker
-        self.sample_limiter = sample_limiter if sample_limiter is not None else _NO_LIMIT
+        self.sample_limiter = sample_limiter
         self.step_limiter = step_limiter if step_limiter is not None else _NO_LIMIT
         self.place = place  # (group, slot, attempt) of the policy calls
         self.transitions: list[Transition] = []
@@ -167,7 +167,7 @@ class _Episode:
             kwargs["call"] = SampleCall(self.config.seed, *self.place, turn=self.turns)
         timeout = self.limits.sampling_turn_timeout_seconds
         limiter = self.sample_limiter
-        if limiter is _NO_LIMIT:
+        if limiter is None:
             with _deadline(timeout):
                 return _checked(await self.policy(self.ob, stop, **kwargs))
         else:
