@@ -58,7 +58,8 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 CallLimiter = anyio.Semaphore | anyio.CapacityLimiter
-"""A global cap on concurrent calls (held with ``async with``): the engine makes semaphores
+"""A global cap on concurrent calls (``acquire_nowait`` / ``acquire`` and ``release`` around a
+policy call, ``async with`` around an env call): the engine makes semaphores
 (``rollout._engine._limiter`` says why); a ``CapacityLimiter`` of your own works too."""
 
 _NO_LIMIT: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
