@@ -8,7 +8,9 @@
    change of the machine's load hits both runs of a pair alike.
    -> ``engine_overhead_vs_bare_5ms`` = median over ``--pairs`` pairs of engine wall / bare
    wall, - 1 (goal <= 0.01), printed with its 95% bootstrap interval, the paired ratios'
-   quartiles and each side's CPU per call on the loop thread.
+   quartiles and each side's CPU per call on the loop thread; beside it
+   ``engine_cpu_overhead_bound_5ms``, the median over pairs of (engine CPU - bare CPU) / bare
+   wall: the overhead if all of the engine's extra work were on the critical path.
 2. The same comparison with the local sampler on the tiny model (``backend.TINY``, CPU): 16 envs
    x 4 turns of real sampling calls, batched by the sampler across the envs (a second figure, no
    goal; skipped with ``--no-sampler``).
@@ -29,9 +31,12 @@ Why the figures are what they are:
   whole fractions of a millisecond as the CPU before it changes; a single pair of runs can show
   the engine several percent faster or slower than the bare loop. Hence many pairs and the median
   of their ratios, with its interval: the interval, not one run, says whether the goal is met.
-  The CPU per call shows the engine's extra work directly; with 64 timers spread over the turn,
-  most of it overlaps other envs' sleeps, so it is an upper bound on the wall overhead, not an
-  estimate of it.
+  With 64 timers set in one burst, the turn's end depends on whether the next timer is due just
+  before or just after the loop finishes a stretch of work (then it sleeps a whole millisecond):
+  a phase effect that can make the side with *more* CPU per call the faster one, by a few
+  percent, systematically, and that moves with the load. The CPU bound has no such effect (the
+  loop thread's CPU time is immune to timer phases and mostly to the load); it is what the wall
+  overhead tends to when the loop is the bottleneck (a busy machine), and above it otherwise.
 - At 20 ms behind 64 slots, 64 calls end in the same millisecond, and the loop runs every woken
   rollout's step (env step, transition, slot hand-off) before any of the next calls starts: a
   round's whole CPU, and a pause of the cyclic GC (the batch's trajectories are live objects),
@@ -243,7 +248,8 @@ def overhead(
             f" loop-thread CPU per call median {statistics.median(cpus[key]) / calls * 1e6:6.1f} us"
             f"   ({len(values)} runs)"
         )
-    print(f"  engine / bare - 1: {_describe(walls)}")
+    print(f"  engine wall / bare wall - 1: {_describe(_paired(walls))}")
+    print(f"  (engine CPU - bare CPU) / bare wall: {_describe(_cpu_bound(walls, cpus))} (upper bound)")
     return walls, cpus
 
 
@@ -354,21 +360,25 @@ def _figure(walls: dict[str, list[float]]) -> float:
     return statistics.median(_paired(walls))
 
 
-def _interval(walls: dict[str, list[float]], resamples: int = 2000) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of :func:`_figure` (pairs resampled, a fixed seed)."""
-    paired = _paired(walls)
+def _cpu_bound(walls: dict[str, list[float]], cpus: dict[str, list[float]]) -> list[float]:
+    """(engine CPU - bare CPU) / bare wall of every run pair: the wall overhead if all of the
+    engine's extra CPU on the loop thread were on the critical path (an upper bound)."""
+    return [(ce - cb) / wb for ce, cb, wb in zip(cpus["engine"], cpus["bare"], walls["bare"], strict=True)]
+
+
+def _interval(values: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the median of ``values`` (a fixed seed)."""
     rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(paired, k=len(paired))) for _ in range(resamples))
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-def _describe(walls: dict[str, list[float]]) -> str:
-    """:func:`_figure` with its interval and the paired ratios' quartiles."""
-    paired = _paired(walls)
-    lo, hi = _interval(walls)
-    text = f"{_figure(walls):+.4f} (median of {len(paired)} pairs; 95% interval [{lo:+.4f}, {hi:+.4f}]"
-    if len(paired) >= 2:
-        q1, _, q3 = statistics.quantiles(paired, n=4)
+def _describe(values: list[float]) -> str:
+    """The median of per-pair ``values`` with its interval and the values' quartiles."""
+    lo, hi = _interval(values)
+    text = f"{statistics.median(values):+.4f} (median of {len(values)} pairs; 95% interval [{lo:+.4f}, {hi:+.4f}]"
+    if len(values) >= 2:
+        q1, _, q3 = statistics.quantiles(values, n=4)
         text += f"; pairs' quartiles [{q1:+.4f}, {q3:+.4f}]"
     return text + ")"
 
@@ -399,7 +409,7 @@ def compare(args: argparse.Namespace) -> None:
         }
         ideal = [x for run in runs for x in run["ideal"]]  # type: ignore[union-attr]
         floor = [x for run in runs for x in run.get("bare_limited_vs_ideal", [])]  # type: ignore[union-attr]
-        lo, hi = _interval(merged["5ms"])
+        lo, hi = _interval(_paired(merged["5ms"]))
         line = f"{label}: engine_overhead_vs_bare_5ms={_figure(merged['5ms']):.4f} [{lo:+.4f}, {hi:+.4f}]"
         if "sampler" in merged:
             line += f" engine_overhead_vs_bare_sampler={_figure(merged['sampler']):.4f}"
@@ -437,9 +447,12 @@ def main() -> None:
     print(f"engine under test: {figures['engine_root']}")
     if "sampler" in figures:
         print(f"engine_overhead_vs_bare_sampler={_figure(figures['sampler']):.4f}")  # type: ignore[arg-type]
-    lo, hi = _interval(figures["5ms"])  # type: ignore[arg-type]
+    walls, cpus = figures["5ms"], figures["5ms_cpu"]
+    lo, hi = _interval(_paired(walls))  # type: ignore[arg-type]
+    bound = _cpu_bound(walls, cpus)  # type: ignore[arg-type]
     print(
         f"engine_overhead_vs_bare_5ms_interval={lo:.4f},{hi:.4f}"
+        f" engine_cpu_overhead_bound_5ms={statistics.median(bound):.4f}"
         f" bare_limited_vs_ideal={min(figures['bare_limited_vs_ideal']):.3f}"  # type: ignore[arg-type]
         f" bare_sleeps_vs_ideal={figures['bare_sleeps_vs_ideal']:.3f}"
     )
