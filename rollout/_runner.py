@@ -175,9 +175,10 @@ class _Episode:
             # Take a free slot with ``acquire_nowait`` and wait (``acquire``) only when none is
             # free: ``async with limiter`` also runs anyio's cancellation check on every call (a
             # task-state lookup and a walk up the task's cancel scopes, three coroutines deep),
-            # 2.6-2.9 us of the engine's 7-11 us a call beyond a bare loop at the bench's 5 ms
-            # (``bench/rollout_engine.py``). Nothing is lost: the policy call is itself the
-            # checkpoint, and a cancelled wait in ``acquire`` holds no slot.
+            # measured at about a third of what the engine adds to a call beyond a bare loop at
+            # ``bench/rollout_engine.py``'s 5 ms (docs/measurements.md, session 18). Nothing is
+            # lost: the policy call is itself the checkpoint, and a cancelled wait in ``acquire``
+            # holds no slot.
             try:
                 limiter.acquire_nowait()
             except anyio.WouldBlock:
