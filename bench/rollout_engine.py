@@ -42,8 +42,8 @@ Why the figures are what they are:
   round's whole CPU, and a pause of the cyclic GC (the batch's trajectories are live objects),
   is on the critical path, 160 times over. So the floor is the event loop's lateness plus the
   env's own work per round (its ``ModelInput`` s are validated pydantic models, as a renderer's
-  are), and the engine's ratio is that floor plus its own per-call work (the limiter's cancel
-  check, the exact extension check, the loop's steps and the group's tasks). When the floor
+  are), and the engine's ratio is that floor plus its own per-call work (the exact extension
+  check, the loop's steps, the group's anyio tasks and the extra objects the GC walks). When the floor
   itself is above 1.15 on a machine, no engine meets the goal there; the floor line says so.
 - The bare floor uses the engine's limiter, not ``asyncio.Semaphore``: Python 3.11's
   ``Semaphore.release`` walks the waiters already woken but not yet run, quadratic in a burst
