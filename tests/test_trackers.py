@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,18 @@ def wandb_records(path: Path) -> list[Any]:
     return records
 
 
+def finished_records(path: Path, timeout_s: float = 60.0) -> list[Any]:
+    """The run file's records once its ``exit`` record is written: ``wandb.finish`` returns when the
+    run is handed to wandb's core process, whose writer may still be flushing the file (seen under
+    load: a read right after ``train`` returned found the run record but no history yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
+
+
 def test_wandb_offline_run_gets_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -54,7 +67,7 @@ def test_wandb_offline_run_gets_every_row(tmp_path: Path, monkeypatch: pytest.Mo
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, list((tmp_path / "wandb").iterdir())
     (run_file,) = runs[0].glob("run-*.wandb")
-    records = wandb_records(run_file)
+    records = finished_records(run_file)
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert (run.project, run.display_name) == ("turngym-test", "toy-offline")
     config_keys = {i.key for r in records if r.WhichOneof("record_type") == "config" for i in r.config.update}
