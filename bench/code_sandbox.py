@@ -2,6 +2,7 @@
 host memory, and run latency against a bare subprocess.
 
     .venv/bin/python bench/code_sandbox.py [--runs 40] [--concurrency 2] [--timeout 3] [--burst 64] [--rounds 2]
+    .venv/bin/python bench/code_sandbox.py --quick   # an end-to-end check (CI), no figure to quote
 
 1. Escapes: every attempt of ``envs.code.escapes`` (files, the harness's loopback ports, processes
    outside the run and the harness's own limits and scheduling, metadata of outside files,
@@ -62,7 +63,7 @@ from tinker_cookbook.renderers import Renderer, ToolCall
 from backend.model import SMOLLM2, register_tokenizers
 from envs.code import CodeEnv, CodeEnvConfig, ToolFormat
 from envs.code import sandbox as sandbox_module
-from envs.code.escapes import EscapeOutcome, run_escape_attempts
+from envs.code.escapes import ESCAPE_ATTEMPTS, EscapeOutcome, run_escape_attempts
 from envs.code.sandbox import Isolation, RunResult, RunStatus, Sandbox, SandboxConfig, SandboxLimits
 from envs.code.unprivileged import run_as_user
 from envs.math import MathProblem
@@ -209,7 +210,7 @@ def table_row(
     return len(failed)
 
 
-async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSampler | None]:
+async def escape_section(timeout_s: float, concurrency: int, sample: int = 1) -> tuple[int, LagSampler | None]:
     """Run the escape attempts for this user's strongest mode (``namespaces`` as root) x audit
     hook on/off through ``CodeEnv``; one table row per configuration. Returns (escapes, sampler)."""
     sampler = LagSampler()
@@ -232,7 +233,7 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSa
             )
             t0 = time.perf_counter()
             scored = EnvScoredSandbox(Sandbox(config), renderer)
-            outcomes = await run_escape_attempts(scored, concurrency=concurrency)
+            outcomes = await run_escape_attempts(scored, ESCAPE_ATTEMPTS[::sample], concurrency=concurrency)
             total += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (through CodeEnv)")
             misscored = scored.misscored(outcomes)
             total += len(misscored)
@@ -244,7 +245,7 @@ async def escape_section(timeout_s: float, concurrency: int) -> tuple[int, LagSa
     return escapes, sampler
 
 
-def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1) -> None:
+def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1, sample: int = 1) -> None:
     """Run as a user without root (see :func:`nonroot_section`): the escape table of ``userns`` and
     ``landlock`` (hook on and off), the 64-run bursts (before/after) in each; a JSON line last."""
 
@@ -260,7 +261,9 @@ def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: in
                     concurrency=concurrency,
                 )
                 t0 = time.perf_counter()
-                outcomes = await run_escape_attempts(Sandbox(config), concurrency=concurrency)
+                outcomes = await run_escape_attempts(
+                    Sandbox(config), ESCAPE_ATTEMPTS[::sample], concurrency=concurrency
+                )
                 escapes += table_row(mode, hook, outcomes, time.perf_counter() - t0, " (as nobody)")
         lag = await burst_ab(burst_runs, modes, rounds)
         memory = [await memory_section(mode) for mode in modes]
@@ -270,14 +273,14 @@ def nonroot_main(timeout_s: float, concurrency: int, burst_runs: int, rounds: in
 
 
 def nonroot_section(
-    timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1
+    timeout_s: float, concurrency: int, burst_runs: int, rounds: int = 1, sample: int = 1
 ) -> dict[str, Any] | None:
     """As root: run :func:`nonroot_main` as user ``nobody`` and echo its lines; its JSON result."""
     if os.geteuid() != 0:
         return None
     code = (
         "from bench.code_sandbox import nonroot_main\n"
-        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r}, {rounds!r})\n"
+        f"nonroot_main({timeout_s!r}, {concurrency!r}, {burst_runs!r}, {rounds!r}, {sample!r})\n"
     )
     done = run_as_user(code, timeout=1800)
     lines = done.stdout.strip().splitlines()
@@ -533,9 +536,9 @@ async def main_async(args: argparse.Namespace) -> None:
         flush=True,
     )
 
-    escapes, escape_lag = await escape_section(args.timeout, args.concurrency)
+    escapes, escape_lag = await escape_section(args.timeout, args.concurrency, args.sample)
     nonroot = await anyio.to_thread.run_sync(
-        nonroot_section, args.timeout, args.concurrency, args.burst, args.rounds
+        nonroot_section, args.timeout, args.concurrency, args.burst, args.rounds, args.sample
     )
     if nonroot is not None:
         escapes += int(nonroot["escapes"])
@@ -590,7 +593,8 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     print(f"event_loop_lag_p99_ms={max(s.p99() for s in ours):.2f}")
     print(f"event_loop_blocked_p99_ms={max(s.blocked_p99() for s in ours):.2f}")
-    print(f"escapes={escapes} (goal 0; every mode, audit hook on and off)")
+    attempts = "every attempt" if args.sample == 1 else f"every {args.sample}th attempt (--quick)"
+    print(f"escapes={escapes} (goal 0; every mode, audit hook on and off; {attempts})")
     for spawner in SPAWNERS:
         side = [b for b in bursts if b["spawner"] == spawner]
         if not side:
@@ -647,7 +651,16 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2, help="before/after burst pairs per mode (interleaved)"
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="an end-to-end check: every 8th escape attempt, 4 latency runs, bursts of 8, one round, "
+        "1 s escape time limit (the whole escape suite runs in tests/test_code_sandbox.py)",
+    )
     args = parser.parse_args()
+    args.sample = 1
+    if args.quick:
+        args.runs, args.concurrency, args.timeout, args.burst, args.rounds, args.sample = 4, 4, 1.0, 8, 1, 8
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     anyio.run(main_async, args)
 
