@@ -63,3 +63,18 @@ from ._players import (
 from ._solo import (
     SoloSeatEnv as SoloSeatEnv,
 )
+from ._two_seat import (
+    FixedDataset as FixedDataset,
+)
+from ._two_seat import (
+    Opponents as Opponents,
+)
+from ._two_seat import (
+    TwoSeatDataset as TwoSeatDataset,
+)
+from ._two_seat import (
+    held_out_builders as held_out_builders,
+)
+from ._two_seat import (
+    score_figures as score_figures,
+)
