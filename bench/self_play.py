@@ -75,7 +75,10 @@ TICTACTOE = (
     "eval_temperature=1.0",
 )
 """The job of ``--game tictactoe`` (the keys of ``envs/tictactoe/NOTES.md``, run C)."""
-GAMES = {"nim": ("envs.nim.train", "NimTrainConfig", DEFAULT), "tictactoe": ("envs.tictactoe.train", "TicTacToeTrainConfig", TICTACTOE)}
+GAMES = {
+    "nim": ("envs.nim.train", "NimTrainConfig", DEFAULT),
+    "tictactoe": ("envs.tictactoe.train", "TicTacToeTrainConfig", TICTACTOE),
+}
 """``--game`` choices: the train module, its config class, the bench's keys."""
 QUICK = (
     "model_name=turngym/tiny-random-llama",

@@ -82,7 +82,7 @@ def test_held_out_games_are_tagged_per_opponent_and_seeded_per_game() -> None:
     assert [b.tags for b in builders] == [("tictactoe", "vs_random")] * 2 + [("tictactoe", "vs_optimal")] * 2
     a = [make_opponent("random", random.Random(1)).rng.random() for _ in range(2)]  # type: ignore[attr-defined]
     assert a[0] == a[1]
-    with pytest.raises(ValueError, match="unknown tic-tac-toe opponent"):
+    with pytest.raises(ValueError, match="unknown tictactoe opponent"):
         TicTacToeDatasetBuilder(train_opponents="self,minimax")
 
 

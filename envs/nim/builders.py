@@ -70,7 +70,13 @@ def eval_builders(
 ) -> list[SeatedGroupBuilder]:
     """Held-out games: per opponent, ``games // 2`` with the policy first and as many second."""
     return held_out_builders(
-        partial(NimGame.drawn, config), renderer, opponents(config), names, games, seed=seed, loop=_loop(config)
+        partial(NimGame.drawn, config),
+        renderer,
+        opponents(config),
+        names,
+        games,
+        seed=seed,
+        loop=_loop(config),
     )
 
 

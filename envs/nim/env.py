@@ -34,7 +34,11 @@ class Metric(StrEnum):
 
 def result_metrics(won: bool, *, illegal: bool = False) -> dict[str, float]:
     """Every result key, one of win / loss 1 (means over trajectories are then rates)."""
-    return {str(Metric.WIN): float(won), str(Metric.LOSS): float(not won), str(Metric.ILLEGAL): float(illegal)}
+    return {
+        str(Metric.WIN): float(won),
+        str(Metric.LOSS): float(not won),
+        str(Metric.ILLEGAL): float(illegal),
+    }
 
 
 def legal_takes(pile: int, max_take: int) -> list[int]:

@@ -1,7 +1,10 @@
 """Tic-tac-toe datasets: self-play (or pinned-opponent) training groups, held-out games against
 fixed opponents, and scripted games for a warm start.
 
-- Training (:class:`TicTacToeDataset`): each group is ``group_size`` games; by default the policy
+Built on :mod:`envs.seats`'s two-seat datasets (:class:`~envs.seats.TwoSeatDataset`, ...) with this
+game's players.
+
+- Training: each group is ``group_size`` games; by default the policy
   holds both seats (self-play) and both seats train, X and O each centred within its own role.
   ``train_opponents="self,random"`` draws the second seat per game from a pool (the policy, or a
   random player), the policy's seat alternating X / O by group.
@@ -22,12 +25,22 @@ from functools import partial
 import chz
 from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 from tinker_cookbook.renderers import Renderer
-from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDatasetBuilder
+from tinker_cookbook.rl.types import Env, RLDatasetBuilder
 
 from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
 from envs.player import PlayerPolicy
-from envs.seats import LoopConfig, Seat, SeatedGroupBuilder, SoloSeatEnv, game_seed
+from envs.seats import (
+    FixedDataset,
+    LoopConfig,
+    Opponents,
+    Seat,
+    SeatedGroupBuilder,
+    SoloSeatEnv,
+    TwoSeatDataset,
+    game_seed,
+    held_out_builders,
+)
 from envs.tictactoe.config import TicTacToeConfig
 from envs.tictactoe.env import TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
@@ -35,16 +48,20 @@ from renderers_ext import load_renderer
 
 OPPONENTS = ("random", "optimal")
 """The fixed opponents by name."""
+LOOP = LoopConfig(max_moves=9)
+
+
+def _make(name: str, seed: int) -> MessageCompleter:
+    return RandomPlayer(seed) if name == "random" else OptimalPlayer(seed)
+
+
+TICTACTOE_OPPONENTS = Opponents("tictactoe", OPPONENTS, _make)
+"""This game's fixed opponents."""
 
 
 def make_opponent(name: str, rng: random.Random) -> MessageCompleter:
     """A fresh fixed opponent for one game (seeded from the game's RNG)."""
-    seed = rng.randrange(2**31)
-    if name == "random":
-        return RandomPlayer(seed)
-    if name == "optimal":
-        return OptimalPlayer(seed)
-    raise ValueError(f"unknown tic-tac-toe opponent {name!r}: one of {', '.join(OPPONENTS)}")
+    return TICTACTOE_OPPONENTS.player(name, rng)
 
 
 def _new_game(config: TicTacToeConfig, rng: random.Random) -> TicTacToeGame:
@@ -53,61 +70,12 @@ def _new_game(config: TicTacToeConfig, rng: random.Random) -> TicTacToeGame:
 
 def opponent_seat(name: str) -> Seat:
     """``self`` (the policy, trained) or a fixed opponent (pinned, made per game)."""
-    if name == "self":
-        return Seat.policy()
-    if name not in OPPONENTS:
-        raise ValueError(f"unknown tic-tac-toe opponent {name!r}: self or one of {', '.join(OPPONENTS)}")
-    return Seat.pinned(name, partial(make_opponent, name))
+    return TICTACTOE_OPPONENTS.seat(name)
 
 
 def parse_opponents(text: str) -> tuple[str, ...]:
     """``"self,random"`` -> ``("self", "random")`` (checked)."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise ValueError("no opponent named")
-    for n in names:
-        opponent_seat(n)
-    return names
-
-
-class TicTacToeDataset(GroupDataset):
-    """Training groups (see the module docstring); group ``k`` is seeded from ``(seed, k)``."""
-
-    def __init__(
-        self,
-        renderer: Renderer,
-        config: TicTacToeConfig,
-        *,
-        batch_size: int,
-        group_size: int,
-        num_batches: int,
-        opponents: Sequence[str] = ("self",),
-        seed: int = 0,
-        loop: LoopConfig | None = None,
-    ):
-        super().__init__(batch_size, batch_size * num_batches)
-        self.renderer = renderer
-        self.config = config
-        self.group_size = group_size
-        self.opponents = tuple(opponents)
-        self.seed = seed
-        self.loop = loop or LoopConfig(max_moves=9)
-
-    def group(self, index: int) -> EnvGroupBuilder:
-        seats = [opponent_seat(n) for n in self.opponents]
-        other = seats[0] if len(seats) == 1 else Seat.pool("+".join(self.opponents), seats)
-        policy_seat = 0 if other.is_policy else index % 2
-        pair = [Seat.policy(), other] if policy_seat == 0 else [other, Seat.policy()]
-        return SeatedGroupBuilder(
-            make_game=partial(_new_game, self.config),
-            renderer=self.renderer,
-            seats=tuple(pair),
-            games=self.group_size,
-            seed=game_seed(self.seed, index),
-            loop=self.loop,
-            tags=("tictactoe", "train"),
-            stand_in=opponent_seat("random"),
-        )
+    return TICTACTOE_OPPONENTS.parse(text)
 
 
 def eval_builders(
@@ -118,36 +86,9 @@ def eval_builders(
     seed: int = 0,
 ) -> list[SeatedGroupBuilder]:
     """Held-out games: per opponent, ``games // 2`` with the policy as X and as many as O."""
-    out = []
-    for k, name in enumerate(opponents):
-        opponent = opponent_seat(name)
-        if opponent.is_policy:
-            raise ValueError("held-out opponents are fixed players, not 'self'")
-        for seat in (0, 1):
-            pair = (Seat.policy(), opponent) if seat == 0 else (opponent, Seat.policy())
-            out.append(
-                SeatedGroupBuilder(
-                    make_game=partial(_new_game, config),
-                    renderer=renderer,
-                    seats=pair,
-                    games=max(1, games // 2),
-                    seed=game_seed(seed, 2 * k + seat),
-                    loop=LoopConfig(max_moves=9),
-                    tags=("tictactoe", f"vs_{name}"),
-                )
-            )
-    return out
-
-
-class _Fixed(GroupDataset):
-    """A dataset of given builders, all in one batch."""
-
-    def __init__(self, builders: Sequence[EnvGroupBuilder]):
-        super().__init__(max(1, len(builders)), len(builders))
-        self.builders = list(builders)
-
-    def group(self, index: int) -> EnvGroupBuilder:
-        return self.builders[index]
+    return held_out_builders(
+        partial(_new_game, config), renderer, TICTACTOE_OPPONENTS, opponents, games, seed=seed, loop=LOOP
+    )
 
 
 @chz.chz
@@ -179,25 +120,25 @@ class TicTacToeDatasetBuilder(RLDatasetBuilder):
         if self.batch_size < 1 or self.group_size < 1 or self.num_batches < 1 or self.eval_games < 2:
             raise ValueError("batch_size, group_size, num_batches must be >= 1 and eval_games >= 2")
         parse_opponents(self.train_opponents)
-        parse_opponents(self.eval_opponents)
-        if "self" in parse_opponents(self.eval_opponents):
-            raise ValueError("eval_opponents are fixed players (random, optimal), not self")
+        TICTACTOE_OPPONENTS.parse(self.eval_opponents, fixed=True)
 
     def renderer(self) -> Renderer:
         return load_renderer(self.renderer_name, self.model_name_for_tokenizer)
 
-    async def __call__(self) -> tuple[TicTacToeDataset, GroupDataset]:
+    async def __call__(self) -> tuple[TwoSeatDataset, GroupDataset]:
         renderer = self.renderer()
-        train = TicTacToeDataset(
+        train = TwoSeatDataset(
+            partial(_new_game, self.env),
             renderer,
-            self.env,
+            TICTACTOE_OPPONENTS,
             batch_size=self.batch_size,
             group_size=self.group_size,
             num_batches=self.num_batches,
-            opponents=parse_opponents(self.train_opponents),
+            pool=parse_opponents(self.train_opponents),
             seed=self.seed,
+            loop=LOOP,
         )
-        test = _Fixed(
+        test = FixedDataset(
             eval_builders(
                 renderer, self.env, parse_opponents(self.eval_opponents), self.eval_games, self.eval_seed
             )

@@ -83,17 +83,9 @@ class TicTacToeTrainConfig(training.Config):
     def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         """``score_vs_<opponent>`` (win 1, draw 0.5, loss 0) per held-out opponent, and the share
         of the policy's games that ended on its illegal move (``illegal_rate``)."""
-        out: dict[str, float] = {}
-        for name in self.eval_opponents.split(","):
-            name = name.strip()
-            win = metrics.get(f"env/vs_{name}/{WIN_METRIC}")
-            draw = metrics.get(f"env/vs_{name}/tictactoe/draw")
-            if isinstance(win, int | float) and isinstance(draw, int | float):
-                out[f"score_vs_{name}"] = float(win) + 0.5 * float(draw)
-        illegal = metrics.get("env/all/tictactoe/illegal")
-        if isinstance(illegal, int | float):
-            out["illegal_rate"] = float(illegal)
-        return out
+        from envs.seats import score_figures
+
+        return score_figures(metrics, "tictactoe", self.eval_opponents)
 
     def dataset_builder(self) -> TicTacToeDatasetBuilder:
         from envs.tictactoe.builders import TicTacToeDatasetBuilder
