@@ -25,13 +25,13 @@ Every key of :class:`training.Config` works, the game's rules and rewards as ``e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import chz
 
 import training
 from envs.nim.config import NimConfig
+from envs.seats import TwoSeatTrainConfig
 
 if TYPE_CHECKING:
     from envs.nim.builders import NimDatasetBuilder
@@ -49,60 +49,27 @@ class NimWarmStart(training.WarmStartConfig):
 
 
 @chz.chz
-class NimTrainConfig(training.Config):
-    """:class:`training.Config` with Nim defaults, the game (``env.*``) and its data keys."""
+class NimTrainConfig(TwoSeatTrainConfig):
+    """:class:`envs.seats.TwoSeatTrainConfig` with Nim defaults and the game (``env.*``); the
+    held-out ``score_vs_<opponent>`` is the win rate (Nim has no draws)."""
 
     log_path: str = "runs/nim/default"
     max_tokens: int = 4
-    temperature: float = 1.0
     max_steps: int = 8
     learning_rate: float = 5e-4
     eval_every: int = 8
     eval_temperature: float = 1.0
+    eval_games: int = 64
     win_metric: str = WIN_METRIC
     warm_start: NimWarmStart = chz.field(default_factory=NimWarmStart)
 
     env: NimConfig = chz.field(default_factory=NimConfig)
     """The rules and rewards (``env.pile_max=20``, ``env.illegal_reward=-2`` ...)."""
 
-    batch_size: int = 4
-    """Groups per training step."""
-    group_size: int = 8
-    """Games per group (each self-play game gives a trajectory per seat)."""
-    train_opponents: str = "self"
-    """``self`` (self-play), ``random``, ``optimal``, or a comma list drawn per game."""
-    eval_opponents: str = "random,optimal"
-    eval_games: int = 64
-    """Held-out games per opponent (half moving first, half second)."""
-    eval_seed: int = 0
-    scripted_noise: float = 1.0
-    """Warm start: how often the scripted optimal player plays a random legal move instead (1:
-    always, the format without the play; 0: optimal games)."""
-
-    def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        """``score_vs_<opponent>`` (the win rate: Nim has no draws) per held-out opponent, and
-        the share of the policy's games that ended on its illegal move (``illegal_rate``)."""
-        from envs.seats import score_figures
-
-        return score_figures(metrics, "nim", self.eval_opponents)
-
-    def dataset_builder(self) -> NimDatasetBuilder:
+    def builder_class(self) -> type[NimDatasetBuilder]:
         from envs.nim.builders import NimDatasetBuilder
 
-        return NimDatasetBuilder(
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            num_batches=max(1, self.max_steps),
-            model_name_for_tokenizer=self.model_name,
-            renderer_name=self.renderer_name,
-            env=self.env,
-            seed=self.seed,
-            train_opponents=self.train_opponents,
-            eval_opponents=self.eval_opponents,
-            eval_games=self.eval_games,
-            eval_seed=self.eval_seed,
-            scripted_noise=self.scripted_noise,
-        )
+        return NimDatasetBuilder
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,8 @@
 - Groups: :class:`SeatedGroupBuilder` (games x seats, one ``TrajectoryGroup`` per training role,
   ``rollout_seated`` for the training loop), :func:`game_seed`.
 - Two-seat zero-sum games against fixed opponents: :class:`Opponents`, :class:`TwoSeatDataset`,
-  :func:`held_out_builders`, :class:`FixedDataset`, :func:`score_figures`.
+  :func:`held_out_builders`, :class:`FixedDataset`, :func:`score_figures`, and a game's chz
+  bases :class:`TwoSeatDatasetBuilder`, :class:`TwoSeatTrainConfig`.
 
 See ``docs/multi-seat.md``.
 """

@@ -63,6 +63,12 @@ from ._players import (
 from ._solo import (
     SoloSeatEnv as SoloSeatEnv,
 )
+from ._train import (
+    TwoSeatTrainConfig as TwoSeatTrainConfig,
+)
+from ._train import (
+    score_figures as score_figures,
+)
 from ._two_seat import (
     FixedDataset as FixedDataset,
 )
@@ -73,8 +79,8 @@ from ._two_seat import (
     TwoSeatDataset as TwoSeatDataset,
 )
 from ._two_seat import (
-    held_out_builders as held_out_builders,
+    TwoSeatDatasetBuilder as TwoSeatDatasetBuilder,
 )
 from ._two_seat import (
-    score_figures as score_figures,
+    held_out_builders as held_out_builders,
 )

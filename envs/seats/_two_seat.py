@@ -10,26 +10,31 @@ A game module supplies a :class:`Opponents` (its scripted players by name) and a
 - held-out groups (:func:`held_out_builders`): per fixed opponent, half the games with the policy
   in seat 0 and half in seat 1, tagged ``vs_<opponent>`` so ``eval.jsonl`` holds a win/draw/loss
   table per opponent;
-- the figures read from such a table (:func:`score_figures`: win 1, draw 0.5, loss 0).
+- both datasets and the scripted games of a warm start from a chz builder
+  (:class:`TwoSeatDatasetBuilder`: a game subclasses it with its rules as ``env`` and three hooks).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
-from tinker_cookbook.completers import MessageCompleter
+import chz
+from tinker_cookbook.completers import MessageCompleter, TokenCompleter
 from tinker_cookbook.renderers import Renderer
-from tinker_cookbook.rl.types import EnvGroupBuilder
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDatasetBuilder
 
+from backend.model import SMOLLM2
 from envs.datasets import GroupDataset
+from envs.player import PlayerPolicy
 from envs.seats._builder import SeatedGroupBuilder, game_seed
 from envs.seats._game import Game
 from envs.seats._loop import LoopConfig
 from envs.seats._players import Seat
+from envs.seats._solo import SoloSeatEnv
+from renderers_ext import load_renderer
 
 
 @dataclass(frozen=True)
@@ -154,18 +159,93 @@ class FixedDataset(GroupDataset):
         return self.builders[index]
 
 
-def score_figures(metrics: Mapping[str, Any], prefix: str, opponents: str) -> dict[str, float]:
-    """``score_vs_<opponent>`` (win 1, draw 0.5, loss 0) per held-out opponent (a comma list) from
-    the ``eval/env/vs_<opponent>/<prefix>/{win,draw}`` means, and the share of the policy's games
-    that ended on its own illegal move (``illegal_rate``). A game without draws has no draw key."""
-    out: dict[str, float] = {}
-    for name in opponents.split(","):
-        name = name.strip()
-        win = metrics.get(f"env/vs_{name}/{prefix}/win")
-        draw = metrics.get(f"env/vs_{name}/{prefix}/draw", 0.0)
-        if isinstance(win, int | float) and isinstance(draw, int | float):
-            out[f"score_vs_{name}"] = float(win) + 0.5 * float(draw)
-    illegal = metrics.get(f"env/all/{prefix}/illegal")
-    if isinstance(illegal, int | float):
-        out["illegal_rate"] = float(illegal)
-    return out
+@chz.chz
+class TwoSeatDatasetBuilder(RLDatasetBuilder):
+    """Train (self-play by default) and held-out (fixed opponents) datasets of a two-seat game.
+
+    A game subclasses it, adds its rules as a field ``env``, and writes :meth:`opponents`,
+    :meth:`make_game`, :meth:`scripted_player` (and :meth:`loop` when a game can run long)."""
+
+    batch_size: int = 8
+    """Groups per batch."""
+    group_size: int = 8
+    """Games per group."""
+    num_batches: int = 16
+    model_name_for_tokenizer: str = SMOLLM2
+    renderer_name: str | None = None
+    seed: int = 0
+    train_opponents: str = "self"
+    """Who holds the other seat in training: ``self`` (self-play), a fixed opponent, or a comma
+    list drawn per game (``self,random``)."""
+    eval_opponents: str = "random,optimal"
+    """The fixed opponents of the held-out games."""
+    eval_games: int = 64
+    """Held-out games per opponent (half in each seat)."""
+    eval_seed: int = 0
+    scripted_noise: float = 1.0
+    """Warm start: how often the scripted player plays a random legal move instead of its best
+    one (1: always, the format without the play; 0: the scripted player's own games)."""
+
+    @chz.validate
+    def _check(self) -> None:
+        if self.batch_size < 1 or self.group_size < 1 or self.num_batches < 1 or self.eval_games < 2:
+            raise ValueError("batch_size, group_size, num_batches must be >= 1 and eval_games >= 2")
+        self.opponents().parse(self.train_opponents)
+        self.opponents().parse(self.eval_opponents, fixed=True)
+
+    def opponents(self) -> Opponents:
+        """The game's fixed opponents under its rules."""
+        raise NotImplementedError
+
+    def make_game(self) -> Callable[[random.Random], Game]:
+        """``make_game(rng)``: a fresh game (picklable)."""
+        raise NotImplementedError
+
+    def scripted_player(self, seed: int) -> MessageCompleter:
+        """The warm start's scripted player (``scripted_noise`` applied)."""
+        raise NotImplementedError
+
+    def loop(self) -> LoopConfig:
+        """The game loop's settings (its move budget)."""
+        return LoopConfig()
+
+    def renderer(self) -> Renderer:
+        return load_renderer(self.renderer_name, self.model_name_for_tokenizer)
+
+    def eval_builders(self, renderer: Renderer) -> list[SeatedGroupBuilder]:
+        """The held-out games (:func:`held_out_builders`)."""
+        them = self.opponents()
+        names = them.parse(self.eval_opponents, fixed=True)
+        return held_out_builders(
+            self.make_game(), renderer, them, names, self.eval_games, seed=self.eval_seed, loop=self.loop()
+        )
+
+    async def __call__(self) -> tuple[TwoSeatDataset, GroupDataset]:
+        renderer = self.renderer()
+        them = self.opponents()
+        train = TwoSeatDataset(
+            self.make_game(),
+            renderer,
+            them,
+            batch_size=self.batch_size,
+            group_size=self.group_size,
+            num_batches=self.num_batches,
+            pool=them.parse(self.train_opponents),
+            seed=self.seed,
+            loop=self.loop(),
+        )
+        return train, FixedDataset(self.eval_builders(renderer))
+
+    async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
+        """``n`` scripted games (``training.SupportsScriptedEpisodes``): the scripted player in
+        seat 0 in even games, in seat 1 in odd ones, against a random player seeded per game."""
+        renderer = self.renderer()
+        them = self.opponents()
+        make_game = self.make_game()
+        episodes: list[tuple[Env, TokenCompleter]] = []
+        for i in range(n):
+            rng = random.Random(game_seed(seed, i))
+            seat = i % 2
+            env = SoloSeatEnv(make_game(rng), seat, renderer, {1 - seat: them.player("random", rng)})
+            episodes.append((env, PlayerPolicy(env, self.scripted_player(rng.randrange(2**31)))))
+        return episodes

@@ -1,8 +1,7 @@
 """Tic-tac-toe datasets: self-play (or pinned-opponent) training groups, held-out games against
 fixed opponents, and scripted games for a warm start.
 
-Built on :mod:`envs.seats`'s two-seat datasets (:class:`~envs.seats.TwoSeatDataset`, ...) with this
-game's players.
+:class:`envs.seats.TwoSeatDatasetBuilder` with this game's rules and players.
 
 - Training: each group is ``group_size`` games; by default the policy
   holds both seats (self-play) and both seats train, X and O each centred within its own role.
@@ -19,32 +18,24 @@ game's players.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import chz
-from tinker_cookbook.completers import MessageCompleter, TokenCompleter
+from tinker_cookbook.completers import MessageCompleter
 from tinker_cookbook.renderers import Renderer
-from tinker_cookbook.rl.types import Env, RLDatasetBuilder
 
-from backend.model import SMOLLM2
-from envs.datasets import GroupDataset
-from envs.player import PlayerPolicy
 from envs.seats import (
-    FixedDataset,
     LoopConfig,
     Opponents,
     Seat,
     SeatedGroupBuilder,
-    SoloSeatEnv,
-    TwoSeatDataset,
-    game_seed,
+    TwoSeatDatasetBuilder,
     held_out_builders,
 )
 from envs.tictactoe.config import TicTacToeConfig
 from envs.tictactoe.env import TicTacToeGame
 from envs.tictactoe.players import OptimalPlayer, RandomPlayer
-from renderers_ext import load_renderer
 
 OPPONENTS = ("random", "optimal")
 """The fixed opponents by name."""
@@ -78,6 +69,27 @@ def parse_opponents(text: str) -> tuple[str, ...]:
     return TICTACTOE_OPPONENTS.parse(text)
 
 
+@chz.chz
+class TicTacToeDatasetBuilder(TwoSeatDatasetBuilder):
+    """Train (self-play by default) and held-out (fixed opponents) datasets."""
+
+    env: TicTacToeConfig = chz.field(default_factory=TicTacToeConfig)
+    scripted_noise: float = 0.0
+    """Warm start: how often the scripted minimax player plays a random cell instead."""
+
+    def opponents(self) -> Opponents:
+        return TICTACTOE_OPPONENTS
+
+    def make_game(self) -> Callable[[random.Random], TicTacToeGame]:
+        return partial(_new_game, self.env)
+
+    def scripted_player(self, seed: int) -> MessageCompleter:
+        return OptimalPlayer(seed, noise=self.scripted_noise)
+
+    def loop(self) -> LoopConfig:
+        return LOOP
+
+
 def eval_builders(
     renderer: Renderer,
     config: TicTacToeConfig,
@@ -89,73 +101,3 @@ def eval_builders(
     return held_out_builders(
         partial(_new_game, config), renderer, TICTACTOE_OPPONENTS, opponents, games, seed=seed, loop=LOOP
     )
-
-
-@chz.chz
-class TicTacToeDatasetBuilder(RLDatasetBuilder):
-    """Train (self-play by default) and held-out (fixed opponents) datasets."""
-
-    batch_size: int = 8
-    """Groups per batch."""
-    group_size: int = 8
-    """Games per group."""
-    num_batches: int = 16
-    model_name_for_tokenizer: str = SMOLLM2
-    renderer_name: str | None = None
-    env: TicTacToeConfig = chz.field(default_factory=TicTacToeConfig)
-    seed: int = 0
-    train_opponents: str = "self"
-    """Who holds the other seat in training: ``self`` (self-play), ``random``, ``optimal``, or a
-    comma list drawn per game (``self,random``)."""
-    eval_opponents: str = "random,optimal"
-    """The fixed opponents of the held-out games."""
-    eval_games: int = 64
-    """Held-out games per opponent (half as X, half as O)."""
-    eval_seed: int = 0
-    scripted_noise: float = 0.0
-    """Warm start: how often the scripted minimax player plays a random cell instead."""
-
-    @chz.validate
-    def _check(self) -> None:
-        if self.batch_size < 1 or self.group_size < 1 or self.num_batches < 1 or self.eval_games < 2:
-            raise ValueError("batch_size, group_size, num_batches must be >= 1 and eval_games >= 2")
-        parse_opponents(self.train_opponents)
-        TICTACTOE_OPPONENTS.parse(self.eval_opponents, fixed=True)
-
-    def renderer(self) -> Renderer:
-        return load_renderer(self.renderer_name, self.model_name_for_tokenizer)
-
-    async def __call__(self) -> tuple[TwoSeatDataset, GroupDataset]:
-        renderer = self.renderer()
-        train = TwoSeatDataset(
-            partial(_new_game, self.env),
-            renderer,
-            TICTACTOE_OPPONENTS,
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            num_batches=self.num_batches,
-            pool=parse_opponents(self.train_opponents),
-            seed=self.seed,
-            loop=LOOP,
-        )
-        test = FixedDataset(
-            eval_builders(
-                renderer, self.env, parse_opponents(self.eval_opponents), self.eval_games, self.eval_seed
-            )
-        )
-        return train, test
-
-    async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
-        """``n`` scripted games (``training.SupportsScriptedEpisodes``): the minimax player as X
-        in even games, as O in odd ones, against a random player seeded per game."""
-        renderer = self.renderer()
-        episodes: list[tuple[Env, TokenCompleter]] = []
-        for i in range(n):
-            rng = random.Random(game_seed(seed, i))
-            seat = i % 2
-            env = SoloSeatEnv(
-                TicTacToeGame(self.env), seat, renderer, {1 - seat: make_opponent("random", rng)}
-            )
-            player = OptimalPlayer(rng.randrange(2**31), noise=self.scripted_noise)
-            episodes.append((env, PlayerPolicy(env, player)))
-        return episodes
