@@ -1,19 +1,20 @@
-"""Self-play on tic-tac-toe: what the warm start scores, what self-play RL adds, and whether the
-multi-seat loop ever deadlocks.
+"""Self-play on a small zero-sum game (``--game``: Nim by default, or tic-tac-toe): what the warm
+start scores, what self-play RL adds, and whether the multi-seat loop ever deadlocks.
 
 Three parts, each reported on its own:
 
-1. **Train** (``python -m envs.tictactoe.train`` with the bench's :data:`DEFAULT` keys, or
-   ``key=value`` overrides on the command line): a warm start on scripted games of random legal
-   moves (the move format, not the play), then RL by self-play mixed with a random opponent. The held-out
+1. **Train** (``python -m envs.<game>.train`` with the game's bench keys, :data:`DEFAULT` for Nim
+   and :data:`TICTACTOE`, or ``key=value`` overrides on the command line): a warm start on scripted
+   games of random legal moves (the move format, not the play), then RL by self-play mixed with a
+   random opponent. The held-out
    evaluation right after the warm start (``eval.jsonl`` step 0) gives ``score_vs_random_warm``,
    the last one ``score_vs_random_after`` and ``illegal_move_rate`` (the share of the policy's
    held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0. The
    held-out games sample the policy at the training temperature (see :data:`DEFAULT` for why).
 2. **Head to head**: the trained policy against its warm start (both sampled at the training
-   temperature, ``--h2h-games`` games, half with the trained policy as X), through the same game
-   loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
-3. **Deadlocks**: ``--chaos-games`` games (no model) whose seats draw delays, faulty actions,
+   temperature, ``--h2h-games`` games, half with the trained policy in seat 0), through the same
+   game loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
+3. **Deadlocks**: ``--chaos-games`` tic-tac-toe games whatever ``--game`` (no model) whose seats draw delays, faulty actions,
    crashes and hangs (cut by the call deadline) at any turn, in batches of which some are cancelled
    at a drawn moment; a game or batch still running past a generous bound counts as a deadlock.
 
@@ -22,8 +23,9 @@ The last line::
     score_vs_random_warm=<a> score_vs_random_after=<b> head_to_head_after_vs_warm=<c> illegal_move_rate=<d> deadlocks=<e>
 
 ``--quick`` runs the pipeline on the tiny random model in a couple of minutes (an end-to-end check,
-no learning claim). The machine and its load are printed first: wall times depend on them.
-Measured figures are in ``envs/tictactoe/NOTES.md``.
+no learning claim). The machine and its load are printed first, the wall and CPU time last: wall
+times depend on the load. Measured figures are in ``envs/nim/NOTES.md`` (why Nim: the gain over a
+random player that RL can show per game played) and ``envs/tictactoe/NOTES.md``.
 """
 
 from __future__ import annotations
