@@ -70,13 +70,7 @@ from ._train import (
     score_figures as score_figures,
 )
 from ._two_seat import (
-    FixedDataset as FixedDataset,
-)
-from ._two_seat import (
     Opponents as Opponents,
-)
-from ._two_seat import (
-    TwoSeatDataset as TwoSeatDataset,
 )
 from ._two_seat import (
     TwoSeatDatasetBuilder as TwoSeatDatasetBuilder,
