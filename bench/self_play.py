@@ -57,8 +57,8 @@ DEFAULT = (
 )
 """The bench's job on Nim (``key=value`` on the command line override these): a warm start on
 scripted games of random legal moves (the move format, not the play), then 6 RL steps of 16
-games at ``learning_rate=1e-3``, self-play mixed with a random opponent (the second seat drawn per game from the policy itself, one
-time in three, and a random player); held out: 64 games against a random player, **sampled at
+games at ``learning_rate=1e-3``, self-play mixed with a random opponent (the second seat drawn
+per game from the policy itself, one time in three, and a random player); held out: 64 games against a random player, **sampled at
 the training temperature** (the distribution RL trains; the greedy argmax of a near-uniform warm
 start is one arbitrary fixed pattern whose score is a draw of luck). Why Nim: the gain over a
 random player that RL can show per game played (``envs/nim/NOTES.md``)."""
