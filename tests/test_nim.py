@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import random
 from functools import partial
 from pathlib import Path
@@ -66,6 +67,17 @@ def test_optimal_wins_every_winning_pile_and_beats_random_mostly() -> None:
         records = _play(seats, 40)
         assert all(r.ok for r in records)
         assert sum(r.seats[mine].metrics[WIN] for r in records) >= 30
+
+
+def test_every_seats_observation_extends_its_last_one() -> None:
+    them = opponents()
+    for record in _play((them.seat("random"), them.seat("optimal")), 8, seed=2):
+        for seat in record.seats:
+            steps = seat.trajectory.transitions
+            assert steps
+            for before, after in itertools.pairwise(steps):
+                prefix = before.ob.to_ints() + list(before.ac.tokens)
+                assert after.ob.to_ints()[: len(prefix)] == prefix
 
 
 def test_optimal_against_optimal_the_pile_decides() -> None:
