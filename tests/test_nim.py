@@ -6,7 +6,6 @@ import io
 import itertools
 import random
 from functools import partial
-from pathlib import Path
 
 import anyio
 import pytest
@@ -21,7 +20,6 @@ from envs.nim.train import NimTrainConfig
 from envs.play_seat import play
 from envs.seats import STOP_SEAT_FAULT, SeatedGroupBuilder
 from renderers_ext import load_renderer
-from training._logging import read_rows
 
 R = load_renderer("qwen3_instruct", SMOLLM2)
 WIN, LOSS, ILLEGAL = str(Metric.WIN), str(Metric.LOSS), str(Metric.ILLEGAL)
@@ -113,36 +111,6 @@ def test_eval_figures_are_the_win_rates_per_opponent() -> None:
         {"env/vs_random/nim/win": 0.75, "env/vs_optimal/nim/win": 0.25, "env/all/nim/illegal": 0.125}
     )
     assert figures == {"score_vs_random": 0.75, "score_vs_optimal": 0.25, "illegal_rate": 0.125}
-
-
-def test_one_step_on_the_tiny_model_writes_the_win_loss_table(tmp_path: Path) -> None:
-    config = training.parse_config(
-        NimTrainConfig,
-        [
-            "model_name=turngym/tiny-random-llama",
-            f"log_path={tmp_path}",
-            "max_steps=1",
-            "eval_every=1",
-            "batch_size=1",
-            "group_size=2",
-            "eval_games=2",
-            "warm_start.episodes=2",
-            "warm_start.steps=1",
-            "warm_start.batch_size=2",
-            "progress=False",
-        ],
-    )
-    summary = training.train(config)
-    assert summary.end_step == 1 and summary.warm_start
-    evals = read_rows(tmp_path / "eval.jsonl")
-    assert [(r["step"], r["stage"]) for r in evals] == [(0, "untrained"), (0, "warm_start"), (1, "rl")]
-    for row in evals:
-        for opponent in ("random", "optimal"):
-            table = [row[f"eval/env/vs_{opponent}/nim/{k}"] for k in ("win", "loss")]
-            assert sum(table) == pytest.approx(1.0)
-            assert row[f"eval/score_vs_{opponent}"] == pytest.approx(table[0])
-    rows = read_rows(tmp_path / "metrics.jsonl")
-    assert rows[0]["rollout/rollouts/requested"] == 4.0  # 2 self-play games x 2 training seats
 
 
 def test_a_person_takes_the_second_seat_against_the_optimal_player() -> None:
