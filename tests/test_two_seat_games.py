@@ -32,6 +32,7 @@ def test_one_step_on_the_tiny_model_writes_the_table_per_opponent(game: str, tmp
             "eval_every=1",
             "batch_size=1",
             "group_size=2",
+            "train_opponents=self",
             "eval_games=2",
             "warm_start.episodes=2",
             "warm_start.steps=1",

@@ -8,9 +8,11 @@ the warm start, the last step the result after RL):
    moves against a random player (the scripted seat first in half of them, second in the other
    half): the policy learns the move format (one legal number), not the play, and starts RL near
    a random player. ``scripted_noise=0`` scripts the optimal player instead.
-2. **RL by self-play**: the policy holds both seats of every game (``train_opponents=self``;
-   ``self,random`` mixes in a random opponent per game); both seats train, each centred within
-   its own role in its group.
+2. **RL by self-play mixed with a random opponent**: the second seat of each game is drawn from
+   the policy itself (both seats train, each centred within its own role in its group) and,
+   twice as often, a random player (``train_opponents=self,random,random``; ``self`` is pure
+   self-play); 6 steps of 2 groups x 8 games at ``learning_rate=1e-3``, the job of
+   ``bench/self_play.py``.
 
 Held-out games (``eval_games`` per opponent, half moving first and half second, piles and
 opponents seeded per game from ``eval_seed``) against a random player and the optimal player:
@@ -55,10 +57,12 @@ class NimTrainConfig(TwoSeatTrainConfig):
 
     log_path: str = "runs/nim/default"
     max_tokens: int = 4
-    max_steps: int = 8
-    learning_rate: float = 5e-4
-    eval_every: int = 8
+    max_steps: int = 6
+    learning_rate: float = 1e-3
+    eval_every: int = 6
     eval_temperature: float = 1.0
+    batch_size: int = 2
+    train_opponents: str = "self,random,random"
     eval_games: int = 64
     win_metric: str = WIN_METRIC
     warm_start: NimWarmStart = chz.field(default_factory=NimWarmStart)
