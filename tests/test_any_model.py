@@ -179,7 +179,7 @@ def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None
         return builder, group, list(envs)
 
     builder, group, envs = anyio.run(play)
-    if name in ("tictactoe", "nim"):  # a seated group (its games' training seats, hosted): the renderer's model
+    if name in ("tictactoe", "nim"):  # a seated group (its games' training seats, hosted): its renderer's
         assert builder.renderer._model_name == MODEL  # type: ignore[attr-defined]
     else:
         assert builder.model_name_for_tokenizer == MODEL  # type: ignore[attr-defined]
