@@ -1,19 +1,20 @@
-"""Self-play on tic-tac-toe: what the warm start scores, what self-play RL adds, and whether the
-multi-seat loop ever deadlocks.
+"""Self-play on a small zero-sum game (``--game``: Nim by default, or tic-tac-toe): what the warm
+start scores, what self-play RL adds, and whether the multi-seat loop ever deadlocks.
 
 Three parts, each reported on its own:
 
-1. **Train** (``python -m envs.tictactoe.train`` with the bench's :data:`DEFAULT` keys, or
-   ``key=value`` overrides on the command line): a warm start on scripted games of random legal
-   moves (the move format, not the play), then RL by self-play mixed with a random opponent. The held-out
+1. **Train** (``python -m envs.<game>.train`` with the game's bench keys, :data:`DEFAULT` for Nim
+   and :data:`TICTACTOE`, or ``key=value`` overrides on the command line): a warm start on scripted
+   games of random legal moves (the move format, not the play), then RL by self-play mixed with a
+   random opponent. The held-out
    evaluation right after the warm start (``eval.jsonl`` step 0) gives ``score_vs_random_warm``,
    the last one ``score_vs_random_after`` and ``illegal_move_rate`` (the share of the policy's
    held-out games that ended on its own illegal move); score = win 1, draw 0.5, loss 0. The
    held-out games sample the policy at the training temperature (see :data:`DEFAULT` for why).
 2. **Head to head**: the trained policy against its warm start (both sampled at the training
-   temperature, ``--h2h-games`` games, half with the trained policy as X), through the same game
-   loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
-3. **Deadlocks**: ``--chaos-games`` games (no model) whose seats draw delays, faulty actions,
+   temperature, ``--h2h-games`` games, half with the trained policy in seat 0), through the same
+   game loop; ``head_to_head_after_vs_warm`` is the trained policy's score.
+3. **Deadlocks**: ``--chaos-games`` tic-tac-toe games whatever ``--game`` (no model) whose seats draw delays, faulty actions,
    crashes and hangs (cut by the call deadline) at any turn, in batches of which some are cancelled
    at a drawn moment; a game or batch still running past a generous bound counts as a deadlock.
 
@@ -22,8 +23,9 @@ The last line::
     score_vs_random_warm=<a> score_vs_random_after=<b> head_to_head_after_vs_warm=<c> illegal_move_rate=<d> deadlocks=<e>
 
 ``--quick`` runs the pipeline on the tiny random model in a couple of minutes (an end-to-end check,
-no learning claim). The machine and its load are printed first: wall times depend on them.
-Measured figures are in ``envs/tictactoe/NOTES.md``.
+no learning claim). The machine and its load are printed first, the wall and CPU time last: wall
+times depend on the load. Measured figures are in ``envs/nim/NOTES.md`` (why Nim: the gain over a
+random player that RL can show per game played) and ``envs/tictactoe/NOTES.md``.
 """
 
 from __future__ import annotations
@@ -41,28 +43,33 @@ from typing import Any
 import anyio
 
 DEFAULT = (
-    "scripted_noise=1.0",
     "warm_start.steps=4",
     "warm_start.episodes=64",
     "max_steps=6",
     "eval_every=6",
     "batch_size=2",
     "group_size=8",
-    "learning_rate=7e-4",
+    "learning_rate=1e-3",
     "train_opponents=self,random,random",
     "eval_opponents=random",
     "eval_games=64",
     "eval_temperature=1.0",
 )
-"""The bench's job (``key=value`` on the command line override these): a warm start on scripted
-games of random legal moves (4 steps over 64 games: the move format, not the play), then 6 RL
-steps of 16 games at ``learning_rate=7e-4``, the second seat of each drawn from the policy itself
-(one time in three) and a random player (with the policy in every other game, self-play
-collapsed onto one line that the policy learned by heart: ``envs/tictactoe/NOTES.md``); held
-out: 64 games against a random player, **sampled at the training temperature** (the policy RL
-trains is the distribution: the greedy argmax of a near-uniform warm start is one arbitrary
-fixed pattern, whose score against a random player is a draw of luck, and RL moves it only where
-an argmax flips; ``eval_temperature=0`` measures that)."""
+"""The bench's job on Nim (``key=value`` on the command line override these): a warm start on
+scripted games of random legal moves (the move format, not the play), then 6 RL steps of 16
+games at ``learning_rate=1e-3``, self-play mixed with a random opponent (the second seat drawn
+per game from the policy itself, one time in three, and a random player); held out: 64 games against a random player, **sampled at
+the training temperature** (the distribution RL trains; the greedy argmax of a near-uniform warm
+start is one arbitrary fixed pattern whose score is a draw of luck). Why Nim: the gain over a
+random player that RL can show per game played (``envs/nim/NOTES.md``)."""
+TICTACTOE = (*(k for k in DEFAULT if not k.startswith("learning_rate=")), "learning_rate=7e-4")
+"""The job of ``--game tictactoe``: Nim's keys at ``learning_rate=7e-4`` (``envs/tictactoe/NOTES.md``,
+run C; the warm start's random legal moves are that game's ``scripted_noise=1.0`` default)."""
+GAMES = {
+    "nim": ("envs.nim.train", "NimTrainConfig", DEFAULT),
+    "tictactoe": ("envs.tictactoe.train", "TicTacToeTrainConfig", TICTACTOE),
+}
+"""``--game`` choices: the train module, its config class, the bench's keys."""
 QUICK = (
     "model_name=turngym/tiny-random-llama",
     "max_steps=2",
@@ -118,14 +125,33 @@ def _fmt(x: float) -> str:
 
 
 # --------------------------------------------------------------------------- part 1: train
-def train(args: list[str], out: Path) -> tuple[Any, str]:
-    """Run the training job; return its summary and the warm start's sampler path."""
+def _config_class(game: str) -> Any:
+    import importlib
+
+    module, name, _keys = GAMES[game]
+    return getattr(importlib.import_module(module), name)
+
+
+def _make_game(game: str, config: Any) -> Any:
+    """``make_game(rng)`` of ``game`` under the run's rules (``config.env``)."""
+    from functools import partial
+
+    if game == "nim":
+        from envs.nim.env import NimGame
+
+        return partial(NimGame.drawn, config.env)
+    from envs.tictactoe.env import TicTacToeGame
+
+    return lambda rng: TicTacToeGame(config.env)
+
+
+def train(game: str, args: list[str], out: Path) -> tuple[Any, str, Any]:
+    """Run the training job; return its summary, the warm start's sampler path and the config."""
     import training
-    from envs.tictactoe.train import TicTacToeTrainConfig
     from training._rollouts import rollout_config
     from training._warm_start import scripted_warm_start
 
-    config = training.parse_config(TicTacToeTrainConfig, [f"log_path={out / 'run'}", "progress=False", *args])
+    config = training.parse_config(_config_class(game), [f"log_path={out / 'run'}", "progress=False", *args])
     if config.warm_start.episodes <= 0:
         raise SystemExit("error: the bench compares with the warm start: warm_start.episodes must be > 0")
     if not config.eval_every:
@@ -141,19 +167,22 @@ def train(args: list[str], out: Path) -> tuple[Any, str]:
         return metrics
 
     summary = training.train(config, dataset_builder=builder, warm_start=warm_start)
-    return summary, saved["path"]
+    return summary, saved["path"], config
 
 
 # --------------------------------------------------------------------------- part 2: head to head
-async def head_to_head(run: Path, warm_path: str, games: int, temperature: float, max_tokens: int) -> float:
-    """The trained policy's score against the warm start (half the games as X)."""
+async def head_to_head(game: str, run: Path, warm_path: str, games: int, train_config: Any) -> float:
+    """The trained policy's score against the warm start (half the games in seat 0), both sampled
+    at the training temperature."""
     from tinker_cookbook.completers import TinkerTokenCompleter
 
     from backend import make_service_client
     from envs.seats import Seat, SeatedGroupBuilder
-    from envs.tictactoe.env import Metric, TicTacToeGame
     from renderers_ext import load_renderer
 
+    temperature, max_tokens = float(train_config.temperature), int(train_config.max_tokens)
+    win = str(train_config.win_metric)
+    draw = win.rsplit("/", 1)[0] + "/draw"
     config = json.loads((run / "config.json").read_text())
     records = [
         json.loads(line) for line in (run / "checkpoints.jsonl").read_text().splitlines() if line.strip()
@@ -176,13 +205,17 @@ async def head_to_head(run: Path, warm_path: str, games: int, temperature: float
             else (Seat.pinned("warm", warm), Seat.policy())
         )
         builder = SeatedGroupBuilder(
-            make_game=lambda rng: TicTacToeGame(), renderer=renderer, seats=pair, games=games // 2, seed=seat
+            make_game=_make_game(game, train_config),
+            renderer=renderer,
+            seats=pair,
+            games=games // 2,
+            seed=seat,
         )
         for record in await builder.play(after):
             mine = record.seats[seat]
             if not record.ok:
                 continue
-            score += mine.metrics.get(str(Metric.WIN), 0.0) + 0.5 * mine.metrics.get(str(Metric.DRAW), 0.0)
+            score += mine.metrics.get(win, 0.0) + 0.5 * mine.metrics.get(draw, 0.0)
             n += 1
     return score / n if n else float("nan")
 
@@ -286,15 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--h2h-games", type=int, default=32)
     parser.add_argument("--chaos-games", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("keys", nargs="*", help="key=value overrides of envs.tictactoe.train")
+    parser.add_argument("--game", choices=sorted(GAMES), default="nim", help="the game trained (default nim)")
+    parser.add_argument("keys", nargs="*", help="key=value overrides of envs.<game>.train")
     ns = parser.parse_args(argv)
     out = ns.out or Path("runs/bench") / f"self_play_{time.strftime('%Y%m%d_%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    keys = [*DEFAULT, *(QUICK if ns.quick else ()), f"seed={ns.seed}", *ns.keys]
+    keys = [*GAMES[ns.game][2], *(QUICK if ns.quick else ()), f"seed={ns.seed}", *ns.keys]
     h2h = 8 if ns.quick and ns.h2h_games == parser.get_default("h2h_games") else ns.h2h_games
-    print(f"[bench] {_machine()}; runs in {out}", flush=True)
+    print(f"[bench] {_machine()}; {ns.game}; runs in {out}", flush=True)
     t0 = time.monotonic()
-    summary, warm_path = train(keys, out)
+    cpu0 = time.process_time()
+    summary, warm_path, config = train(ns.game, keys, out)
     rows = [
         json.loads(line) for line in (out / "run" / "eval.jsonl").read_text().splitlines() if line.strip()
     ]
@@ -312,10 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.describe(), flush=True)
     del summary
     _release()
-    config = json.loads((out / "run" / "config.json").read_text())
-    c = anyio.run(
-        head_to_head, out / "run", warm_path, h2h, float(config["temperature"]), int(config["max_tokens"])
-    )
+    c = anyio.run(head_to_head, ns.game, out / "run", warm_path, h2h, config)
     t2 = time.monotonic()
     print(
         f"[bench] head to head ({h2h} games): {_fmt(c)} in {(t2 - t1) / 60:.1f} min; "
@@ -323,10 +355,15 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     _release()
-    e, finished, cancelled = anyio.run(chaos, ns.chaos_games, ns.seed, str(config["model_name"]))
+    e, finished, cancelled = anyio.run(chaos, ns.chaos_games, ns.seed, str(config.model_name))
     print(
         f"[bench] chaos: {ns.chaos_games} games ({finished} finished, {cancelled} cancelled with their batch), "
         f"{e} deadlocked, in {(time.monotonic() - t2):.0f} s; load now {_machine().rsplit('load ', 1)[1]}",
+        flush=True,
+    )
+    print(
+        f"[bench] total {(time.monotonic() - t0) / 60:.1f} min wall, "
+        f"{(time.process_time() - cpu0) / 60:.1f} min CPU (all threads of this process)",
         flush=True,
     )
     result = {
@@ -335,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         "head_to_head_after_vs_warm": c,
         "illegal_move_rate": d,
         "deadlocks": e,
+        "game": ns.game,
         "minutes": (time.monotonic() - t0) / 60,
+        "cpu_minutes": (time.process_time() - cpu0) / 60,
         "peak_memory_gib": _peak_gib(),
         "machine": _machine(),
         "keys": keys,

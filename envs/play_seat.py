@@ -7,6 +7,7 @@ line typed is its move) against a scripted player, the base model, or a checkpoi
 
     python -m envs.play tictactoe                          # you are X against the base model
     python -m envs.play tictactoe --seat 1 --opponent optimal
+    python -m envs.play nim --opponent random                # Nim: how many stones you take
     python -m envs.play tictactoe --opponent runs/tictactoe/default   # the run's final checkpoint
     python -m envs.play tictactoe --opponent local://<model_id>/sampler_weights/<name> --root <run>/checkpoints
 
@@ -53,7 +54,15 @@ def _tictactoe() -> PlayableGame:
     return PlayableGame(lambda rng: TicTacToeGame(), make_opponent, OPPONENTS, max_tokens=6)
 
 
-GAMES: dict[str, Callable[[], PlayableGame]] = {"tictactoe": _tictactoe}
+def _nim() -> PlayableGame:
+    from envs.nim.builders import OPPONENTS, make_opponent
+    from envs.nim.config import NimConfig
+    from envs.nim.env import NimGame
+
+    return PlayableGame(partial(NimGame.drawn, NimConfig()), make_opponent, OPPONENTS, max_tokens=4)
+
+
+GAMES: dict[str, Callable[[], PlayableGame]] = {"tictactoe": _tictactoe, "nim": _nim}
 """Playable games by name (a factory each, imported on use)."""
 
 
@@ -178,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--opponent",
         default="base",
-        help="a scripted player (tictactoe: random, optimal), 'base' (the base model), a run folder or a sampler path",
+        help="a scripted player (random, optimal), 'base' (the base model), a run folder or a sampler path",
     )
     parser.add_argument("--games", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)

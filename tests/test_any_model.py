@@ -128,6 +128,12 @@ def _tictactoe() -> Any:
     return TicTacToeDatasetBuilder(batch_size=1, group_size=2, num_batches=1, model_name_for_tokenizer=MODEL)
 
 
+def _nim() -> Any:
+    from envs.nim.builders import NimDatasetBuilder
+
+    return NimDatasetBuilder(batch_size=1, group_size=2, num_batches=1, model_name_for_tokenizer=MODEL)
+
+
 def _readme() -> Any:
     return _readme_example().GuessNumberDatasetBuilder(model_name_for_tokenizer=MODEL)
 
@@ -142,6 +148,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "judge:pairwise": _judge("pairwise"),
     "README:example": _readme,
     "tictactoe": _tictactoe,
+    "nim": _nim,
 }
 """``<env package>[:<variant>]`` -> a dataset builder for :data:`MODEL`."""
 
@@ -172,7 +179,7 @@ def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None
         return builder, group, list(envs)
 
     builder, group, envs = anyio.run(play)
-    if name == "tictactoe":  # a seated group (its games' training seats, hosted): the renderer's model
+    if name in ("tictactoe", "nim"):  # a seated group (its games' training seats, hosted): its renderer's
         assert builder.renderer._model_name == MODEL  # type: ignore[attr-defined]
     else:
         assert builder.model_name_for_tokenizer == MODEL  # type: ignore[attr-defined]

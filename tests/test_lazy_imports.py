@@ -22,6 +22,7 @@ LAZY_PACKAGES = [
     "envs.math",
     "envs.seats",
     "envs.tictactoe",
+    "envs.nim",
     "envs.twenty_questions",
     "training",
 ]

@@ -659,6 +659,10 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.tictactoe.train": _help("envs.tictactoe.train"),
     "python -m envs.tictactoe.train train_opponents=self,random": _check_tictactoe_keys,
     "python bench/self_play.py --quick": _check_self_play_quick,
+    "python -m envs.nim.train": _help("envs.nim.train"),
+    "printf '1\\n1\\n1\\n1\\n' | python -m envs.play nim --opponent optimal": _play(
+        "python -m envs.play nim --opponent optimal", "1\n1\n1\n1\n"
+    ),
     "python -m envs.play tictactoe": _play("python -m envs.play tictactoe"),
     "python -m envs.play tictactoe --seat 1 --opponent optimal": _play(
         "python -m envs.play tictactoe --seat 1 --opponent optimal"

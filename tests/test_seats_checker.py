@@ -1,6 +1,6 @@
 """The conformance checker on multi-seat builders: it checks one training seat at a time (the
 policy's other seats held by the builder's stand-in, acting inside the hosted game), passes on
-tic-tac-toe, and flags a planted multi-seat bug (a game that addresses a move's news to a seat
+the included games (tic-tac-toe, Nim), and flags a planted multi-seat bug (a game that addresses a move's news to a seat
 that does not exist) and a self-play group it cannot check alone."""
 
 from __future__ import annotations
@@ -9,11 +9,14 @@ import random
 from dataclasses import replace
 
 import anyio
+import pytest
+from hypothesis import strategies as st
 from tinker_cookbook.renderers import Message
 
 from backend.model import SMOLLM2
 from envs.checker import CheckConfig, CheckName, Outcome, check_conformance
-from envs.seats import Move, Seat, SeatedGroupBuilder
+from envs.nim.builders import NimDatasetBuilder
+from envs.seats import Move, Seat, SeatedGroupBuilder, TwoSeatDatasetBuilder
 from envs.tictactoe.builders import TicTacToeDatasetBuilder, opponent_seat
 from envs.tictactoe.env import TicTacToeGame
 from renderers_ext import load_renderer
@@ -45,11 +48,17 @@ def _self_play(make_game, stand_in: Seat | None) -> SeatedGroupBuilder:  # pickl
     )
 
 
-def test_the_checker_passes_on_the_tictactoe_training_groups() -> None:
-    train, _ = anyio.run(TicTacToeDatasetBuilder(batch_size=1, group_size=2, num_batches=1))
-    report = check_conformance(train, CheckConfig(examples=6), target="tictactoe")
+@pytest.mark.parametrize("game", [TicTacToeDatasetBuilder, NimDatasetBuilder])
+def test_the_checker_passes_on_the_included_games_training_groups(game: type[TwoSeatDatasetBuilder]) -> None:
+    train, _ = anyio.run(game(batch_size=1, group_size=2, num_batches=1))
+    # Nim: the checker's own clean replies ("Is it alive?", "The answer is 42.") are never a legal
+    # take of 1 to 3 and end every game at once; the messages worth drawing are the takes
+    moves: list[Message] = [{"role": "assistant", "content": str(n)} for n in (1, 2, 3)]
+    takes = st.sampled_from(moves)
+    config = CheckConfig(examples=6, action_messages=takes if game is NimDatasetBuilder else None)
+    report = check_conformance(train, config, target=game.__name__)
     assert report.ok, str(report)
-    assert report[CheckName.EXTENSION].outcome == Outcome.PASS  # X's turns against the stand-in
+    assert report[CheckName.EXTENSION].outcome == Outcome.PASS  # seat 0's turns against the stand-in
 
 
 def test_the_checker_flags_a_game_that_misaddresses_a_seats_news() -> None:

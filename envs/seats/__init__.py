@@ -8,6 +8,9 @@
   :class:`LoopConfig`; the ``STOP_*`` game stop reasons.
 - Groups: :class:`SeatedGroupBuilder` (games x seats, one ``TrajectoryGroup`` per training role,
   ``rollout_seated`` for the training loop), :func:`game_seed`.
+- Two-seat zero-sum games against fixed opponents: a game's chz bases
+  :class:`TwoSeatDatasetBuilder` and :class:`TwoSeatTrainConfig`, :class:`Opponents`,
+  :func:`held_out_builders`, :func:`score_figures`.
 
 See ``docs/multi-seat.md``.
 """

@@ -63,3 +63,18 @@ from ._players import (
 from ._solo import (
     SoloSeatEnv as SoloSeatEnv,
 )
+from ._train import (
+    TwoSeatTrainConfig as TwoSeatTrainConfig,
+)
+from ._train import (
+    score_figures as score_figures,
+)
+from ._two_seat import (
+    Opponents as Opponents,
+)
+from ._two_seat import (
+    TwoSeatDatasetBuilder as TwoSeatDatasetBuilder,
+)
+from ._two_seat import (
+    held_out_builders as held_out_builders,
+)

@@ -26,12 +26,12 @@ and the data keys below; ``--help`` lists them. Rerunning with the same ``log_pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import chz
 
 import training
+from envs.seats import TwoSeatTrainConfig
 from envs.tictactoe.config import TicTacToeConfig
 
 if TYPE_CHECKING:
@@ -50,12 +50,11 @@ class TicTacToeWarmStart(training.WarmStartConfig):
 
 
 @chz.chz
-class TicTacToeTrainConfig(training.Config):
-    """:class:`training.Config` with tic-tac-toe defaults, the game (``env.*``) and its data keys."""
+class TicTacToeTrainConfig(TwoSeatTrainConfig):
+    """:class:`envs.seats.TwoSeatTrainConfig` with tic-tac-toe defaults and the game (``env.*``)."""
 
     log_path: str = "runs/tictactoe/default"
     max_tokens: int = 6
-    temperature: float = 1.0
     max_steps: int = 12
     learning_rate: float = 5e-4
     eval_every: int = 12
@@ -66,52 +65,10 @@ class TicTacToeTrainConfig(training.Config):
     env: TicTacToeConfig = chz.field(default_factory=TicTacToeConfig)
     """The rewards (``env.illegal_reward=-2`` ...)."""
 
-    batch_size: int = 4
-    """Groups per training step."""
-    group_size: int = 8
-    """Games per group (each self-play game gives an X and an O trajectory)."""
-    train_opponents: str = "self"
-    """``self`` (self-play), ``random``, ``optimal``, or a comma list drawn per game."""
-    eval_opponents: str = "random,optimal"
-    eval_games: int = 32
-    """Held-out games per opponent (half as X, half as O)."""
-    eval_seed: int = 0
-    scripted_noise: float = 1.0
-    """Warm start: how often the scripted minimax player plays a random legal cell instead (1:
-    always, the format without the play; 0: minimax games)."""
-
-    def eval_figures(self, metrics: Mapping[str, Any]) -> dict[str, float]:
-        """``score_vs_<opponent>`` (win 1, draw 0.5, loss 0) per held-out opponent, and the share
-        of the policy's games that ended on its illegal move (``illegal_rate``)."""
-        out: dict[str, float] = {}
-        for name in self.eval_opponents.split(","):
-            name = name.strip()
-            win = metrics.get(f"env/vs_{name}/{WIN_METRIC}")
-            draw = metrics.get(f"env/vs_{name}/tictactoe/draw")
-            if isinstance(win, int | float) and isinstance(draw, int | float):
-                out[f"score_vs_{name}"] = float(win) + 0.5 * float(draw)
-        illegal = metrics.get("env/all/tictactoe/illegal")
-        if isinstance(illegal, int | float):
-            out["illegal_rate"] = float(illegal)
-        return out
-
-    def dataset_builder(self) -> TicTacToeDatasetBuilder:
+    def builder_class(self) -> type[TicTacToeDatasetBuilder]:
         from envs.tictactoe.builders import TicTacToeDatasetBuilder
 
-        return TicTacToeDatasetBuilder(
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            num_batches=max(1, self.max_steps),
-            model_name_for_tokenizer=self.model_name,
-            renderer_name=self.renderer_name,
-            env=self.env,
-            seed=self.seed,
-            train_opponents=self.train_opponents,
-            eval_opponents=self.eval_opponents,
-            eval_games=self.eval_games,
-            eval_seed=self.eval_seed,
-            scripted_noise=self.scripted_noise,
-        )
+        return TicTacToeDatasetBuilder
 
 
 def main(argv: list[str] | None = None) -> int:
