@@ -172,9 +172,9 @@ def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None
         train, _ = await BUILDERS[name]()()
         builder = pickle.loads(pickle.dumps(train.get_batch(0)[0]))  # builders ship by pickle
         envs = await builder.make_envs()
-        policy = ScriptedTokenCompleter(
-            ["42"], tokenizer, stop_token=renderer.get_stop_sequences()[0], cycle=True
-        )
+        stop = renderer.get_stop_sequences()[0]
+        assert isinstance(stop, int)  # ChatML's end-of-turn token
+        policy = ScriptedTokenCompleter(["42"], tokenizer, stop_token=stop, cycle=True)
         group = await do_group_rollout(builder, policy)
         return builder, group, list(envs)
 
@@ -189,7 +189,7 @@ def test_env_builds_and_plays_for_a_model_that_is_not_bundled(name: str) -> None
     for trajectory in group.trajectories_G:
         assert trajectory.transitions and trajectory.transitions[-1].episode_done
         first = trajectory.transitions[0].ob.to_ints()
-        assert tokenizer.decode(first).startswith("<|im_start|>")  # rendered by the model's renderer
+        assert str(tokenizer.decode(first)).startswith("<|im_start|>")  # rendered by the model's renderer
     assert all(math.isfinite(r) for r in group.get_total_rewards())
 
 
