@@ -19,14 +19,13 @@ when the input ends, the game ends (``seat_error``). Games are registered in :da
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 from tinker_cookbook.completers import MessageCompleter
@@ -93,30 +92,17 @@ def _read_line(stream: TextIO) -> Callable[[], str]:
 async def model_player(
     opponent: str, model: str, root: Path | None, max_tokens: int, temperature: float
 ) -> Player:
-    """The base model (``base``), a run folder's final checkpoint, or a sampler path, as a seat."""
-    from tinker_cookbook.completers import TinkerTokenCompleter
+    """The base model (``base``), a run folder's final checkpoint, or a sampler path, as a seat
+    (:func:`envs.seats.model_player` on the local backend, the same player a two-seat game's
+    ``train_opponents=base`` or ``checkpoint:<path>`` pins)."""
+    from envs.seats import BASE, CHECKPOINT
+    from envs.seats import model_player as load
 
-    from backend import make_service_client
-    from backend.model import register_tokenizers
-
-    register_tokenizers()
-    if opponent == "base":
-        service: Any = make_service_client("local", root=root)
-        client = await service.create_sampling_client_async(base_model=model)
-    else:
-        path = opponent
-        folder = Path(opponent)
-        if folder.is_dir():  # a run folder: its last checkpoint with sampler weights
-            records = [
-                json.loads(x) for x in (folder / "checkpoints.jsonl").read_text().splitlines() if x.strip()
-            ]
-            path = next((r["sampler_path"] for r in reversed(records) if r.get("sampler_path")), "")
-            if not path:
-                raise SystemExit(f"error: {folder} has no checkpoint with sampler weights")
-            root = root or folder / "checkpoints"
-        service = make_service_client("local", root=root)
-        client = await service.create_sampling_client_async(model_path=path)
-    return TinkerTokenCompleter(client, max_tokens=max_tokens, temperature=temperature)
+    name = opponent if opponent == BASE else CHECKPOINT + opponent
+    try:
+        return await load(name, model=model, root=root, max_tokens=max_tokens, temperature=temperature)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def describe(record: GameRecord, seat: int) -> str:

@@ -45,6 +45,15 @@ from ._loop import (
 from ._loop import (
     play_game as play_game,
 )
+from ._models import (
+    BASE as BASE,
+)
+from ._models import (
+    CHECKPOINT as CHECKPOINT,
+)
+from ._models import (
+    model_player as model_player,
+)
 from ._players import (
     POLICY as POLICY,
 )

@@ -5,11 +5,13 @@ the keys of :class:`~envs.seats.TwoSeatDatasetBuilder`), and the held-out figure
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chz
 
 import training
+from envs.seats._models import opponent_tag
 
 if TYPE_CHECKING:  # the builders import the model stack; parsing a command line must not
     from envs.seats._two_seat import TwoSeatDatasetBuilder
@@ -21,7 +23,7 @@ def score_figures(metrics: Mapping[str, Any], prefix: str, opponents: str) -> di
     that ended on its own illegal move (``illegal_rate``). A game without draws has no draw key."""
     out: dict[str, float] = {}
     for name in opponents.split(","):
-        name = name.strip()
+        name = opponent_tag(name.strip())
         win = metrics.get(f"env/vs_{name}/{prefix}/win")
         draw = metrics.get(f"env/vs_{name}/{prefix}/draw", 0.0)
         if isinstance(win, int | float) and isinstance(draw, int | float):
@@ -44,8 +46,13 @@ class TwoSeatTrainConfig(training.Config):
     group_size: int = 8
     """Games per group (each self-play game gives a trajectory per seat)."""
     train_opponents: str = "self"
-    """``self`` (self-play), a fixed opponent (``random``, ``optimal``), or a comma list drawn per game."""
+    """``self`` (self-play), a fixed opponent (``random``, ``optimal``; ``base``: the base model;
+    ``checkpoint:<path>``: a frozen checkpoint, ``<path>`` a run folder, ``local://...`` under
+    this run's checkpoints or ``tinker://...``), or a comma list drawn per game (several
+    checkpoints: a pool of past checkpoints). A model opponent samples at ``eval_temperature``
+    and never trains."""
     eval_opponents: str = "random,optimal"
+    """The held-out games' fixed opponents (model opponents too; not ``self``)."""
     eval_games: int = 32
     """Held-out games per opponent (half in each seat)."""
     eval_seed: int = 0
@@ -62,6 +69,10 @@ class TwoSeatTrainConfig(training.Config):
         of the policy's games that ended on its illegal move (``illegal_rate``)."""
         return score_figures(metrics, self.win_metric.rsplit("/", 1)[0], self.eval_opponents)
 
+    def check_data(self) -> None:
+        """The opponents' names and checkpoint paths, before the model loads (one line)."""
+        self.dataset_builder()
+
     def dataset_builder(self) -> TwoSeatDatasetBuilder:
         game: dict[str, Any] = {"env": getattr(self, "env")}  # noqa: B009 (the subclass's field)
         return self.builder_class()(
@@ -77,4 +88,9 @@ class TwoSeatTrainConfig(training.Config):
             eval_games=self.eval_games,
             eval_seed=self.eval_seed,
             scripted_noise=self.scripted_noise,
+            backend=self.backend,
+            base_url=self.base_url,
+            checkpoint_root=str(Path(self.log_path) / "checkpoints"),
+            opponent_max_tokens=self.max_tokens,
+            opponent_temperature=self.eval_temperature,
         )

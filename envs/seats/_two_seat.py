@@ -6,7 +6,8 @@ A game module supplies a :class:`Opponents` (its scripted players by name) and a
 - training groups (:class:`TwoSeatDataset`): ``group_size`` games each; the policy holds seat 0
   and the other seat is the policy too (self-play, both seats train, each centred within its own
   role) or drawn per game from a pool (``("self", "random")``), the policy's seat alternating by
-  group;
+  group; an opponent is a scripted player of the game or a model (``base``, ``checkpoint:<path>``:
+  :mod:`envs.seats._models`), frozen either way;
 - held-out groups (:func:`held_out_builders`): per fixed opponent, half the games with the policy
   in seat 0 and half in seat 1, tagged ``vs_<opponent>`` so ``eval.jsonl`` holds a win/draw/loss
   table per opponent;
@@ -17,9 +18,10 @@ A game module supplies a :class:`Opponents` (its scripted players by name) and a
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 import chz
 from tinker_cookbook.completers import MessageCompleter, TokenCompleter
@@ -32,6 +34,7 @@ from envs.player import PlayerPolicy
 from envs.seats._builder import SeatedGroupBuilder, game_seed
 from envs.seats._game import Game
 from envs.seats._loop import LoopConfig
+from envs.seats._models import check_model, is_model, model_player, opponent_tag
 from envs.seats._players import Seat
 from envs.seats._solo import SoloSeatEnv
 from renderers_ext import load_renderer
@@ -39,12 +42,15 @@ from renderers_ext import load_renderer
 
 @dataclass(frozen=True)
 class Opponents:
-    """A game's fixed opponents: ``make(name, seed)`` makes a fresh one for one game."""
+    """A game's fixed opponents: ``make(name, seed)`` makes a fresh scripted one for one game;
+    ``models`` holds the model opponents (``base``, ``checkpoint:<path>``) once loaded."""
 
     game: str
     """The game's name (in error messages)."""
     names: tuple[str, ...]
     make: Callable[[str, int], MessageCompleter]
+    models: Mapping[str, TokenCompleter] = field(default_factory=dict)
+    """Loaded model opponents by name (:meth:`TwoSeatDatasetBuilder.loaded_opponents`)."""
 
     def player(self, name: str, rng: random.Random) -> MessageCompleter:
         """A fresh fixed opponent for one game (seeded from the game's RNG)."""
@@ -53,22 +59,35 @@ class Opponents:
         return self.make(name, rng.randrange(2**31))
 
     def seat(self, name: str) -> Seat:
-        """``self`` (the policy, trained) or a fixed opponent (pinned, made per game)."""
+        """``self`` (the policy, trained), a scripted opponent (pinned, made per game) or a loaded
+        model opponent (pinned, frozen)."""
         if name == "self":
             return Seat.policy()
+        if is_model(name):
+            if name not in self.models:
+                raise ValueError(
+                    f"model opponent {name!r} is not loaded (TwoSeatDatasetBuilder.loaded_opponents)"
+                )
+            return Seat.pinned(name, self.models[name])
         if name not in self.names:
-            raise ValueError(f"unknown {self.game} opponent {name!r}: self or one of {', '.join(self.names)}")
+            raise ValueError(
+                f"unknown {self.game} opponent {name!r}: self, {', '.join(self.names)}, base or checkpoint:<path>"
+            )
         return Seat.pinned(name, partial(self.player, name))
 
     def parse(self, text: str, *, fixed: bool = False) -> tuple[str, ...]:
-        """``"self,random"`` -> ``("self", "random")`` (checked; ``fixed``: no ``self``)."""
+        """``"self,random"`` -> ``("self", "random")`` (names checked, model opponents by their
+        syntax only; ``fixed``: no ``self``)."""
         names = tuple(n.strip() for n in text.split(",") if n.strip())
         if not names:
             raise ValueError("no opponent named")
         for n in names:
-            self.seat(n)
+            if not is_model(n):
+                self.seat(n)
         if fixed and "self" in names:
-            raise ValueError(f"held-out opponents are fixed players ({', '.join(self.names)}), not self")
+            raise ValueError(
+                f"held-out opponents are fixed players ({', '.join(self.names)}, base, checkpoint:<path>), not self"
+            )
         return names
 
 
@@ -142,7 +161,7 @@ def held_out_builders(
                     games=max(1, games // 2),
                     seed=game_seed(seed, 2 * k + seat),
                     loop=loop,
-                    tags=(opponents.game, f"vs_{name}"),
+                    tags=(opponents.game, f"vs_{opponent_tag(name)}"),
                 )
             )
     return out
@@ -175,23 +194,38 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
     renderer_name: str | None = None
     seed: int = 0
     train_opponents: str = "self"
-    """Who holds the other seat in training: ``self`` (self-play), a fixed opponent, or a comma
-    list drawn per game (``self,random``)."""
+    """Who holds the other seat in training: ``self`` (self-play), a fixed opponent (a scripted
+    player, ``base``: the base model, ``checkpoint:<path>``: a frozen checkpoint), or a comma list
+    drawn per game (``self,random``; several checkpoints: a pool of past checkpoints)."""
     eval_opponents: str = "random,optimal"
-    """The fixed opponents of the held-out games."""
+    """The fixed opponents of the held-out games (model opponents too)."""
     eval_games: int = 64
     """Held-out games per opponent (half in each seat)."""
     eval_seed: int = 0
     scripted_noise: float = 1.0
     """Warm start: how often the scripted player plays a random legal move instead of its best
     one (1: always, the format without the play; 0: the scripted player's own games)."""
+    backend: str = "auto"
+    """Backend of the model opponents' sampling clients (``local``, ``tinker``, ``auto``)."""
+    base_url: str | None = None
+    """Tinker service address of the model opponents (None: the SDK's default)."""
+    checkpoint_root: str | None = None
+    """Where ``local://`` paths of ``checkpoint:`` opponents live (the run's checkpoint folder)."""
+    opponent_max_tokens: int = 8
+    """Sampling budget of a model opponent's move."""
+    opponent_temperature: float = 1.0
+    """Sampling temperature of a model opponent (the train config passes its ``eval_temperature``)."""
 
     @chz.validate
     def _check(self) -> None:
         if self.batch_size < 1 or self.group_size < 1 or self.num_batches < 1 or self.eval_games < 2:
             raise ValueError("batch_size, group_size, num_batches must be >= 1 and eval_games >= 2")
-        self.opponents().parse(self.train_opponents)
-        self.opponents().parse(self.eval_opponents, fixed=True)
+        them = self.opponents()
+        names = them.parse(self.train_opponents) + them.parse(self.eval_opponents, fixed=True)
+        backend = self.backend if self.backend in ("local", "tinker") else None
+        root = Path(self.checkpoint_root) if self.checkpoint_root else None
+        for name in dict.fromkeys(n for n in names if is_model(n)):
+            check_model(name, backend=backend or _auto_backend(), root=root)
 
     def opponents(self) -> Opponents:
         """The game's fixed opponents under its rules."""
@@ -212,9 +246,31 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
     def renderer(self) -> Renderer:
         return load_renderer(self.renderer_name, self.model_name_for_tokenizer)
 
-    def eval_builders(self, renderer: Renderer) -> list[SeatedGroupBuilder]:
-        """The held-out games (:func:`held_out_builders`)."""
+    async def loaded_opponents(self) -> Opponents:
+        """:meth:`opponents` with the model opponents named in ``train_opponents`` and
+        ``eval_opponents`` loaded (each on its own sampling client, frozen)."""
         them = self.opponents()
+        names = them.parse(self.train_opponents) + them.parse(self.eval_opponents, fixed=True)
+        root = Path(self.checkpoint_root) if self.checkpoint_root else None
+        models: dict[str, TokenCompleter] = {}
+        for name in dict.fromkeys(n for n in names if is_model(n)):
+            models[name] = await model_player(
+                name,
+                model=self.model_name_for_tokenizer,
+                backend=self.backend,
+                root=root,
+                base_url=self.base_url,
+                max_tokens=self.opponent_max_tokens,
+                temperature=self.opponent_temperature,
+            )
+        return replace(them, models=models)
+
+    def eval_builders(
+        self, renderer: Renderer, opponents: Opponents | None = None
+    ) -> list[SeatedGroupBuilder]:
+        """The held-out games (:func:`held_out_builders`; ``opponents``: with the model
+        opponents loaded, needed when ``eval_opponents`` names one)."""
+        them = opponents or self.opponents()
         names = them.parse(self.eval_opponents, fixed=True)
         return held_out_builders(
             self.make_game(), renderer, them, names, self.eval_games, seed=self.eval_seed, loop=self.loop()
@@ -222,7 +278,7 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
 
     async def __call__(self) -> tuple[TwoSeatDataset, GroupDataset]:
         renderer = self.renderer()
-        them = self.opponents()
+        them = await self.loaded_opponents()
         train = TwoSeatDataset(
             self.make_game(),
             renderer,
@@ -234,7 +290,7 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
             seed=self.seed,
             loop=self.loop(),
         )
-        return train, FixedDataset(self.eval_builders(renderer))
+        return train, FixedDataset(self.eval_builders(renderer, them))
 
     async def scripted_episodes(self, n: int, seed: int) -> list[tuple[Env, TokenCompleter]]:
         """``n`` scripted games (``training.SupportsScriptedEpisodes``): the scripted player in
@@ -249,3 +305,10 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
             env = SoloSeatEnv(make_game(rng), seat, renderer, {1 - seat: them.player("random", rng)})
             episodes.append((env, PlayerPolicy(env, self.scripted_player(rng.randrange(2**31)))))
         return episodes
+
+
+def _auto_backend() -> str:
+    """``auto``'s backend (Tinker when ``TINKER_API_KEY`` is set), without importing the backend."""
+    import os
+
+    return "tinker" if os.environ.get("TINKER_API_KEY") else "local"
