@@ -528,6 +528,17 @@ def _check_tictactoe_keys(cwd: Path) -> None:
     assert "random" in str(config.train_opponents), config.train_opponents
 
 
+def _check_model_opponent_keys(cwd: Path) -> None:
+    """The model opponents parse and pass the early check (a run: tests/test_two_seat_model_opponents.py)."""
+    from envs.nim.train import NimTrainConfig
+    from training import parse_config
+
+    command = "python -m envs.nim.train train_opponents=self,base,random eval_opponents=random,optimal,base"
+    config = parse_config(NimTrainConfig, command.split()[3:])
+    config.check_data()
+    assert config.train_opponents == "self,base,random" and config.eval_opponents.endswith(",base")
+
+
 def _check_inspect_help(cwd: Path) -> None:
     """As written: the cookbook recipe's chz help, through the offline launcher (chz's ``--help``
     exits 1 after printing it, so the text is what is checked)."""
@@ -660,6 +671,9 @@ COMMANDS: dict[str, Callable[[Path], None]] = {
     "python -m envs.tictactoe.train train_opponents=self,random": _check_tictactoe_keys,
     "python bench/self_play.py --quick": _check_self_play_quick,
     "python -m envs.nim.train": _help("envs.nim.train"),
+    "python -m envs.nim.train train_opponents=self,base,random eval_opponents=random,optimal,base": (
+        _check_model_opponent_keys
+    ),
     "printf '1\\n1\\n1\\n1\\n' | python -m envs.play nim --opponent optimal": _play(
         "python -m envs.play nim --opponent optimal", "1\n1\n1\n1\n"
     ),
