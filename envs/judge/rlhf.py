@@ -382,10 +382,18 @@ async def _judgement(
     rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
     rules = RuleJudge()
     held_out, comparisons, correct_sl, correct_rl = [], [], [], []
+    decided_by: dict[str, int] = {}
     for task, sl, rl in zip(tasks, sl_answers, rl_answers, strict=True):
         for a, b in zip(rl, sl, strict=True):
-            choice, _ = rules.verdict(a, b, task.reference)
+            choice, reasons = rules.verdict(a, b, task.reference)
             held_out.append({"A": 1.0, "B": 0.0}.get(choice, 0.5))
+            # which check decided it, for whom (``concise/rl``: the RL answer won by being shorter)
+            key = (
+                "tie"
+                if choice == "tie"
+                else f"{reasons.splitlines()[-1].split(':')[0]}/{'rl' if choice == 'A' else 'sl'}"
+            )
+            decided_by[key] = decided_by.get(key, 0) + 1
             comparisons.append(
                 Comparison(
                     prompt_conversation=list(task.messages),
@@ -413,6 +421,11 @@ async def _judgement(
         "rm_win_rate": mean(by_rm),
         "sl_correct": mean(correct_sl),
         "rl_correct": mean(correct_rl),
+        "sl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in sl_answers for a in answers]),
+        "rl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in rl_answers for a in answers]),
+        "sl_complete": mean([CHECKS["complete"](a, ()) for answers in sl_answers for a in answers]),
+        "rl_complete": mean([CHECKS["complete"](a, ()) for answers in rl_answers for a in answers]),
+        "rules_decided_by": dict(sorted(decided_by.items())),
         "examples": [
             {"prompt": t.messages[-1]["content"], "sl": s[0], "rl": r[0]}
             for t, s, r in list(zip(tasks, sl_answers, rl_answers, strict=True))[:4]
