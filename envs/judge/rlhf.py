@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ class RlhfConfig:
 
     # --- 3. RL ------------------------------------------------------------------------------
     rl_steps: int = 8
-    """RL steps."""
+    """RL steps (the train prompts are repeated as often as that takes)."""
     rl_batch_size: int = 4
     """Prompts per RL step."""
     rl_group_size: int = 4
@@ -300,7 +301,13 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
-        data=JudgeData(batch_size=config.rl_batch_size, group_size=config.rl_group_size, n_test=1),
+        # enough passes over the train prompts (one is the loop's held-out prompt) for ``rl_steps``
+        data=JudgeData(
+            batch_size=config.rl_batch_size,
+            group_size=config.rl_group_size,
+            n_test=1,
+            epochs=math.ceil(config.rl_steps * config.rl_batch_size / max(len(_rows(tasks)) - 1, 1)),
+        ),
         eval_every=0,
         progress=False,
         # each pair once: the reward model's verdict is symmetric in the order already
