@@ -116,7 +116,8 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]
-    assert rl_rows[0]["env/all/judge/calls"] == 1  # per group, its pair once: the reward model scores both orders itself
+    # per group, its pair once: the reward model scores both orders itself
+    assert rl_rows[0]["env/all/judge/calls"] == 1
     assert rl_rows[0]["env/all/judge/errors"] == 0
     held_out = {
         json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "test_prompts.jsonl").read_text().splitlines()
