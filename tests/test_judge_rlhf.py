@@ -113,6 +113,8 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert summary["rl"]["steps"] == 2 and summary["rl"]["sampler_path"].startswith("local:///")
     assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer
     assert sum(summary["judgement"]["rules_decided_by"].values()) == 2  # each pair decided once
+    assert summary["judgement"]["rm_agrees_with_rules_pairs"] <= 2
+    assert 0.0 <= summary["judgement"]["rm_agrees_with_rules"] <= 1.0
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]

@@ -421,11 +421,15 @@ async def _judgement(
             *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
         )
     by_rm = [(second - first + 2) / 4 for first, second in zip(scores[0::2], scores[1::2], strict=True)]
+    # the reward model on the policies' own answers: does it pick the answer the held-out judge picks?
+    decided = [(m, r) for m, r in zip(by_rm, held_out, strict=True) if r != 0.5 and m != 0.5]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
     return {
         "pairs": len(held_out),
         "heldout_win_rate": mean(held_out),
         "rm_win_rate": mean(by_rm),
+        "rm_agrees_with_rules": mean([float((m > 0.5) == (r > 0.5)) for m, r in decided]),
+        "rm_agrees_with_rules_pairs": len(decided),
         "sl_correct": mean(correct_sl),
         "rl_correct": mean(correct_rl),
         "sl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in sl_answers for a in answers]),
@@ -519,7 +523,9 @@ def _report(summary: dict[str, Any]) -> list[str]:
     judged = summary["judgement"]
     return [
         f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
-        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}",
+        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
+        f"the reward model agrees with the rules judge on {judged['rm_agrees_with_rules']:.3f} of "
+        f"{judged['rm_agrees_with_rules_pairs']} pairs both decide",
         f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
         f"rlhf_heldout_win_gain={summary['rlhf_heldout_win_gain']:.3f}",
     ]
