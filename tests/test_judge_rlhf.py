@@ -95,8 +95,8 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "rm_epochs=2",
         "rm_max_steps=2",
         "rm_both_orders=true",
-        "rl_steps=1",
-        "rl_batch_size=1",
+        "rl_steps=2",
+        "rl_batch_size=16",  # more than the train prompts: step 2 needs a second pass over them
         "rl_group_size=2",
         "max_tokens=4",
         "eval_samples=1",
@@ -110,12 +110,16 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rm_config = json.loads((tmp_path / "rm" / "config.json").read_text())
     assert rm_config["dataset_builder"]["swap"] is True  # rm_both_orders: the cookbook's swap
     assert summary["rm"]["sampler_path"].startswith("local:///")
-    assert summary["rl"]["steps"] == 1 and summary["rl"]["sampler_path"].startswith("local:///")
+    assert summary["rl"]["steps"] == 2 and summary["rl"]["sampler_path"].startswith("local:///")
     assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer
+    assert sum(summary["judgement"]["rules_decided_by"].values()) == 2  # each pair decided once
+    assert summary["judgement"]["rm_agrees_with_rules_pairs"] <= 2
+    assert 0.0 <= summary["judgement"]["rm_agrees_with_rules"] <= 1.0
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]
-    assert rl_rows[0]["env/all/judge/calls"] == 1  # the pair once: the reward model scores both orders itself
+    # per group, its pair once: the reward model scores both orders itself
+    assert rl_rows[0]["env/all/judge/calls"] == 1
     assert rl_rows[0]["env/all/judge/errors"] == 0
     held_out = {
         json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "test_prompts.jsonl").read_text().splitlines()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ class RlhfConfig:
 
     # --- 3. RL ------------------------------------------------------------------------------
     rl_steps: int = 8
-    """RL steps."""
+    """RL steps (the train prompts are repeated as often as that takes)."""
     rl_batch_size: int = 4
     """Prompts per RL step."""
     rl_group_size: int = 4
@@ -300,7 +301,13 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
-        data=JudgeData(batch_size=config.rl_batch_size, group_size=config.rl_group_size, n_test=1),
+        # enough passes over the train prompts (one is the loop's held-out prompt) for ``rl_steps``
+        data=JudgeData(
+            batch_size=config.rl_batch_size,
+            group_size=config.rl_group_size,
+            n_test=1,
+            epochs=math.ceil(config.rl_steps * config.rl_batch_size / max(len(_rows(tasks)) - 1, 1)),
+        ),
         eval_every=0,
         progress=False,
         # each pair once: the reward model's verdict is symmetric in the order already
@@ -382,10 +389,18 @@ async def _judgement(
     rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
     rules = RuleJudge()
     held_out, comparisons, correct_sl, correct_rl = [], [], [], []
+    decided_by: dict[str, int] = {}
     for task, sl, rl in zip(tasks, sl_answers, rl_answers, strict=True):
         for a, b in zip(rl, sl, strict=True):
-            choice, _ = rules.verdict(a, b, task.reference)
+            choice, reasons = rules.verdict(a, b, task.reference)
             held_out.append({"A": 1.0, "B": 0.0}.get(choice, 0.5))
+            # which check decided it, for whom (``concise/rl``: the RL answer won by being shorter)
+            key = (
+                "tie"
+                if choice == "tie"
+                else f"{reasons.splitlines()[-1].split(':')[0]}/{'rl' if choice == 'A' else 'sl'}"
+            )
+            decided_by[key] = decided_by.get(key, 0) + 1
             comparisons.append(
                 Comparison(
                     prompt_conversation=list(task.messages),
@@ -406,13 +421,22 @@ async def _judgement(
             *(rm(c) for comparison in comparisons for c in (comparison, comparison.swap()))
         )
     by_rm = [(second - first + 2) / 4 for first, second in zip(scores[0::2], scores[1::2], strict=True)]
+    # the reward model on the policies' own answers: does it pick the answer the held-out judge picks?
+    decided = [(m, r) for m, r in zip(by_rm, held_out, strict=True) if r != 0.5 and m != 0.5]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
     return {
         "pairs": len(held_out),
         "heldout_win_rate": mean(held_out),
         "rm_win_rate": mean(by_rm),
+        "rm_agrees_with_rules": mean([float((m > 0.5) == (r > 0.5)) for m, r in decided]),
+        "rm_agrees_with_rules_pairs": len(decided),
         "sl_correct": mean(correct_sl),
         "rl_correct": mean(correct_rl),
+        "sl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in sl_answers for a in answers]),
+        "rl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in rl_answers for a in answers]),
+        "sl_complete": mean([CHECKS["complete"](a, ()) for answers in sl_answers for a in answers]),
+        "rl_complete": mean([CHECKS["complete"](a, ()) for answers in rl_answers for a in answers]),
+        "rules_decided_by": dict(sorted(decided_by.items())),
         "examples": [
             {"prompt": t.messages[-1]["content"], "sl": s[0], "rl": r[0]}
             for t, s, r in list(zip(tasks, sl_answers, rl_answers, strict=True))[:4]
@@ -499,7 +523,9 @@ def _report(summary: dict[str, Any]) -> list[str]:
     judged = summary["judgement"]
     return [
         f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
-        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}",
+        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
+        f"the reward model agrees with the rules judge on {judged['rm_agrees_with_rules']:.3f} of "
+        f"{judged['rm_agrees_with_rules_pairs']} pairs both decide",
         f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
         f"rlhf_heldout_win_gain={summary['rlhf_heldout_win_gain']:.3f}",
     ]
