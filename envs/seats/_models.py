@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # cheap to import: the train configs read opponent_tag while parsing
     from tinker_cookbook.completers import TokenCompleter
@@ -26,6 +26,14 @@ CHECKPOINT = "checkpoint:"
 """Prefix of a frozen checkpoint as a player (``checkpoint:<run folder | sampler path>``)."""
 
 _METADATA, _ADAPTER = "metadata.json", "adapter_model.safetensors"  # a local checkpoint folder's files
+
+
+def backend_of(backend: str) -> Literal["local", "tinker"]:
+    """The backend a model player runs on: ``local`` or ``tinker`` as named, anything else as
+    ``auto`` resolves it (``backend.resolve_backend``; imported here, so this module stays cheap)."""
+    from backend import resolve_backend
+
+    return resolve_backend("tinker" if backend == "tinker" else "local" if backend == "local" else "auto")
 
 
 def is_model(name: str) -> bool:
@@ -101,21 +109,20 @@ async def model_player(
     ``backend`` (``root``: where ``local://`` paths live)."""
     from tinker_cookbook.completers import TinkerTokenCompleter
 
-    from backend import make_service_client, resolve_backend
+    from backend import make_service_client
     from backend.model import register_tokenizers
 
-    which = resolve_backend("tinker" if backend == "tinker" else "local" if backend == "local" else "auto")
+    which = backend_of(backend)
     check_model(name, backend=which, root=root)
     register_tokenizers()
     if name == BASE:
-        kwargs: dict[str, Any] = {"root": root} if which == "local" else {}
-        if which == "tinker" and base_url:
-            kwargs["base_url"] = base_url
-        service: Any = make_service_client(which, **kwargs)
-        client = await service.create_sampling_client_async(base_model=model)
+        source = {"base_model": model}
     else:
         path, root = checkpoint_source(name[len(CHECKPOINT) :].strip(), root)
-        kwargs = {"root": root} if which == "local" else ({"base_url": base_url} if base_url else {})
-        service = make_service_client(which, **kwargs)
-        client = await service.create_sampling_client_async(model_path=path)
+        source = {"model_path": path}
+    kwargs: dict[str, Any] = (
+        {"root": root} if which == "local" else ({"base_url": base_url} if base_url else {})
+    )
+    service: Any = make_service_client(which, **kwargs)
+    client = await service.create_sampling_client_async(**source)
     return TinkerTokenCompleter(client, max_tokens=max_tokens, temperature=temperature)

@@ -34,7 +34,7 @@ from envs.player import PlayerPolicy
 from envs.seats._builder import SeatedGroupBuilder, game_seed
 from envs.seats._game import Game
 from envs.seats._loop import LoopConfig
-from envs.seats._models import check_model, is_model, model_player, opponent_tag
+from envs.seats._models import backend_of, check_model, is_model, model_player, opponent_tag
 from envs.seats._players import Seat
 from envs.seats._solo import SoloSeatEnv
 from renderers_ext import load_renderer
@@ -220,12 +220,9 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
     def _check(self) -> None:
         if self.batch_size < 1 or self.group_size < 1 or self.num_batches < 1 or self.eval_games < 2:
             raise ValueError("batch_size, group_size, num_batches must be >= 1 and eval_games >= 2")
-        them = self.opponents()
-        names = them.parse(self.train_opponents) + them.parse(self.eval_opponents, fixed=True)
-        backend = self.backend if self.backend in ("local", "tinker") else None
-        root = Path(self.checkpoint_root) if self.checkpoint_root else None
-        for name in dict.fromkeys(n for n in names if is_model(n)):
-            check_model(name, backend=backend or _auto_backend(), root=root)
+        root = self._checkpoint_root()
+        for name in self._model_opponents():
+            check_model(name, backend=backend_of(self.backend), root=root)
 
     def opponents(self) -> Opponents:
         """The game's fixed opponents under its rules."""
@@ -249,11 +246,9 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
     async def loaded_opponents(self) -> Opponents:
         """:meth:`opponents` with the model opponents named in ``train_opponents`` and
         ``eval_opponents`` loaded (each on its own sampling client, frozen)."""
-        them = self.opponents()
-        names = them.parse(self.train_opponents) + them.parse(self.eval_opponents, fixed=True)
-        root = Path(self.checkpoint_root) if self.checkpoint_root else None
+        root = self._checkpoint_root()
         models: dict[str, TokenCompleter] = {}
-        for name in dict.fromkeys(n for n in names if is_model(n)):
+        for name in self._model_opponents():
             models[name] = await model_player(
                 name,
                 model=self.model_name_for_tokenizer,
@@ -263,7 +258,16 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
                 max_tokens=self.opponent_max_tokens,
                 temperature=self.opponent_temperature,
             )
-        return replace(them, models=models)
+        return replace(self.opponents(), models=models)
+
+    def _model_opponents(self) -> list[str]:
+        """The model opponents named in ``train_opponents`` and ``eval_opponents``, once each."""
+        them = self.opponents()
+        names = them.parse(self.train_opponents) + them.parse(self.eval_opponents, fixed=True)
+        return list(dict.fromkeys(n for n in names if is_model(n)))
+
+    def _checkpoint_root(self) -> Path | None:
+        return Path(self.checkpoint_root) if self.checkpoint_root else None
 
     def eval_builders(
         self, renderer: Renderer, opponents: Opponents | None = None
@@ -305,10 +309,3 @@ class TwoSeatDatasetBuilder(RLDatasetBuilder):
             env = SoloSeatEnv(make_game(rng), seat, renderer, {1 - seat: them.player("random", rng)})
             episodes.append((env, PlayerPolicy(env, self.scripted_player(rng.randrange(2**31)))))
         return episodes
-
-
-def _auto_backend() -> str:
-    """``auto``'s backend (Tinker when ``TINKER_API_KEY`` is set), without importing the backend."""
-    import os
-
-    return "tinker" if os.environ.get("TINKER_API_KEY") else "local"
