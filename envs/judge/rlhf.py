@@ -40,7 +40,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +375,7 @@ async def _judgement(
 
     from envs.judge import load_tasks
     from envs.judge.reward_model import SymmetricPreferenceModel, load_preference_model
-    from envs.judge.rules import CHECKS, RuleJudge
+    from envs.judge.rules import CHECKS, RuleJudge, complete, concise
     from renderers_ext import load_renderer
 
     def client(path: str) -> Any:
@@ -424,6 +424,11 @@ async def _judgement(
     # the reward model on the policies' own answers: does it pick the answer the held-out judge picks?
     decided = [(m, r) for m, r in zip(by_rm, held_out, strict=True) if r != 0.5 and m != 0.5]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
+
+    def each(check: Callable[[str, Sequence[str]], float], answers: Sequence[Sequence[str]]) -> float:
+        """A rules check's mean over every answer of a policy (no reference needed)."""
+        return mean([check(a, ()) for group in answers for a in group])
+
     return {
         "pairs": len(held_out),
         "heldout_win_rate": mean(held_out),
@@ -432,10 +437,10 @@ async def _judgement(
         "rm_agrees_with_rules_pairs": len(decided),
         "sl_correct": mean(correct_sl),
         "rl_correct": mean(correct_rl),
-        "sl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in sl_answers for a in answers]),
-        "rl_words": mean([CHECKS["concise"](a, ()) * -1 for answers in rl_answers for a in answers]),
-        "sl_complete": mean([CHECKS["complete"](a, ()) for answers in sl_answers for a in answers]),
-        "rl_complete": mean([CHECKS["complete"](a, ()) for answers in rl_answers for a in answers]),
+        "sl_words": -each(concise, sl_answers),
+        "rl_words": -each(concise, rl_answers),
+        "sl_complete": each(complete, sl_answers),
+        "rl_complete": each(complete, rl_answers),
         "rules_decided_by": dict(sorted(decided_by.items())),
         "examples": [
             {"prompt": t.messages[-1]["content"], "sl": s[0], "rl": r[0]}
