@@ -132,19 +132,6 @@ def _config_class(game: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _make_game(game: str, config: Any) -> Any:
-    """``make_game(rng)`` of ``game`` under the run's rules (``config.env``)."""
-    from functools import partial
-
-    if game == "nim":
-        from envs.nim.env import NimGame
-
-        return partial(NimGame.drawn, config.env)
-    from envs.tictactoe.env import TicTacToeGame
-
-    return lambda rng: TicTacToeGame(config.env)
-
-
 def train(game: str, args: list[str], out: Path) -> tuple[Any, str, Any]:
     """Run the training job; return its summary, the warm start's sampler path and the config."""
     import training
@@ -171,7 +158,7 @@ def train(game: str, args: list[str], out: Path) -> tuple[Any, str, Any]:
 
 
 # --------------------------------------------------------------------------- part 2: head to head
-async def head_to_head(game: str, run: Path, warm_path: str, games: int, train_config: Any) -> float:
+async def head_to_head(run: Path, warm_path: str, games: int, train_config: Any) -> float:
     """The trained policy's score against the warm start (half the games in seat 0), both sampled
     at the training temperature."""
     from tinker_cookbook.completers import TinkerTokenCompleter
@@ -183,7 +170,6 @@ async def head_to_head(game: str, run: Path, warm_path: str, games: int, train_c
     temperature, max_tokens = float(train_config.temperature), int(train_config.max_tokens)
     win = str(train_config.win_metric)
     draw = win.rsplit("/", 1)[0] + "/draw"
-    config = json.loads((run / "config.json").read_text())
     records = [
         json.loads(line) for line in (run / "checkpoints.jsonl").read_text().splitlines() if line.strip()
     ]
@@ -195,7 +181,8 @@ async def head_to_head(game: str, run: Path, warm_path: str, games: int, train_c
     warm = TinkerTokenCompleter(
         await service.create_sampling_client_async(warm_path), max_tokens=max_tokens, temperature=temperature
     )
-    renderer = load_renderer(config.get("renderer_name"), config["model_name"])
+    renderer = load_renderer(train_config.renderer_name, train_config.model_name)
+    make_game = train_config.dataset_builder().make_game()  # the run's game under its rules
     score = 0.0
     n = 0
     for seat in (0, 1):
@@ -205,7 +192,7 @@ async def head_to_head(game: str, run: Path, warm_path: str, games: int, train_c
             else (Seat.pinned("warm", warm), Seat.policy())
         )
         builder = SeatedGroupBuilder(
-            make_game=_make_game(game, train_config),
+            make_game=make_game,
             renderer=renderer,
             seats=pair,
             games=games // 2,
@@ -347,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.describe(), flush=True)
     del summary
     _release()
-    c = anyio.run(head_to_head, ns.game, out / "run", warm_path, h2h, config)
+    c = anyio.run(head_to_head, out / "run", warm_path, h2h, config)
     t2 = time.monotonic()
     print(
         f"[bench] head to head ({h2h} games): {_fmt(c)} in {(t2 - t1) / 60:.1f} min; "
