@@ -18,11 +18,11 @@
    critical path = max(total sampling time / 64, one rollout's sampling time). Printed beside
    it, alternating with the engine's runs: the bare loop of 1. with its calls behind the
    engine's own limiter, an ``anyio.Semaphore(64, fast_acquire=True)`` (the same env work and
-   slot hand-offs: the floor any engine starts from), and the same sleeps with no env and no
+   slot hand-offs, written plainly), and the same sleeps with no env and no
    engine (64 tasks in a chain: the event loop wakes timers late, epoll has millisecond
    resolution, a cost no engine can remove).
-   -> ``ratio_wall_vs_ideal`` (goal <= 1.15), after a line with the floors
-   (``bare_limited_vs_ideal``, ``bare_sleeps_vs_ideal``).
+   -> ``ratio_wall_vs_ideal`` (goal <= 1.15), after a line with the
+   bare loop's figure and the floor (``bare_limited_vs_ideal``, ``bare_sleeps_vs_ideal``).
 
 Why the figures are what they are:
 
@@ -37,15 +37,15 @@ Why the figures are what they are:
   (engine CPU - bare CPU) / bare wall grows with every microsecond the engine adds, and is the
   wall overhead when the loop is the bottleneck (a busy machine, or more envs); on an idle
   machine part of it hides behind other envs' sleeps, by an amount no run pins down.
-- At 20 ms behind 64 slots, 64 calls end in the same millisecond, and the loop runs every woken
+- At 20 ms behind 64 slots, 64 calls end in the same millisecond. The bare loop runs every woken
   rollout's step (env step, transition, slot hand-off) before any of the next calls starts: a
-  round's whole CPU, and a pause of the cyclic GC (the batch's trajectories are live objects),
-  is on the critical path, 160 times over. So the floor is the event loop's lateness plus the
-  env's own work per round (its ``ModelInput`` s are validated pydantic models, as a renderer's
-  are), and the engine's ratio is that floor plus its own per-call work (the exact extension
-  check, the loop's steps, the group's anyio tasks and the extra objects the GC walks). When the floor
-  itself is above 1.15 on a machine, no engine meets the goal there; the floor line says so.
-- The bare floor uses the engine's limiter, not ``asyncio.Semaphore``: Python 3.11's
+  round's whole CPU, and a pause of the cyclic GC (the batch's trajectories are live objects), is
+  on its critical path, 160 times over. The engine hands a freed slot over first (the waiting call
+  starts before the releasing episode's env step), so its critical path holds the hand-offs and
+  the env steps overlap the next calls. The bare loop is thus not a floor for the engine: it is
+  the plain way to write the loop, measured beside it; the bare sleeps are the floor no engine
+  removes (the event loop's lateness).
+- The bare loop uses the engine's limiter, not ``asyncio.Semaphore``: Python 3.11's
   ``Semaphore.release`` walks the waiters already woken but not yet run, quadratic in a burst
   of 64 releases, a cost that would flatter any engine measured against it.
 
@@ -174,7 +174,7 @@ async def bare_rollouts(policy: TokenCompleter, envs: Sequence[Env]) -> list[Tra
 
 async def bare_limited_rollouts(policy: TokenCompleter, envs: Sequence[Env], limit: int) -> list[Trajectory]:
     """:func:`bare_rollouts` with its policy calls behind the engine's limiter (an
-    ``anyio.Semaphore(limit, fast_acquire=True)``): the floor of the wall-vs-ideal workload (the
+    ``anyio.Semaphore(limit, fast_acquire=True)``): the plain loop of the wall-vs-ideal workload (the
     same env work and the same hand-off of a call slot, no engine)."""
     slots = anyio.Semaphore(limit, fast_acquire=True)
 

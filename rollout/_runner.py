@@ -183,11 +183,22 @@ class _Episode:
                 limiter.acquire_nowait()
             except anyio.WouldBlock:
                 await limiter.acquire()
+            ac: TokensWithLogprobs | None = None  # stays None when the deadline fires
             try:
                 with _deadline(timeout):
-                    return _checked(await self.policy(self.ob, stop, **kwargs))
+                    ac = await self.policy(self.ob, stop, **kwargs)
             finally:
+                handed_over = limiter.statistics().tasks_waiting > 0
                 limiter.release()
+            if handed_over:
+                # A call was waiting for this slot: let it start before this episode's env step
+                # (it is queued behind this task otherwise), so the sampler is not kept idle by
+                # env work. When many calls end together (a batched sampler, or a service's
+                # replies), this takes a whole round of env steps off the critical path:
+                # ``bench/rollout_engine.py``'s wall vs ideal (docs/measurements.md, session 19).
+                await anyio.lowlevel.checkpoint()
+            if ac is not None:
+                return _checked(ac)
         raise SamplingTurnTimeoutError(f"Sampling call exceeded sampling_turn_timeout_seconds={timeout}")
 
     async def _env_call(

@@ -294,6 +294,32 @@ def test_sampling_limiter_bounds_in_flight_calls():
     run(main)
 
 
+def test_a_freed_sampling_slot_starts_the_waiting_call_before_the_env_step():
+    """With every slot taken, the call waiting for a slot starts as soon as one is released,
+    before the releasing episode's env step: the sampler is never kept idle by env work."""
+    events: list[str] = []
+
+    class Recording(SyntheticEnv):
+        async def step(self, action, *, extra=None):
+            events.append("step")
+            return await super().step(action, extra=extra)
+
+    class RecordingPolicy(ScriptedTokenCompleter):
+        async def __call__(self, *args, **kwargs):
+            events.append("call")
+            return await super().__call__(*args, **kwargs)
+
+    async def main():
+        engine = RolloutEngine(
+            RecordingPolicy([ACTION], cycle=True, delay=0.001), EngineConfig(max_concurrent_samples=1)
+        )
+        await engine.run_batch([SyntheticGroup(lambda i: Recording(2), size=2)])
+
+    run(main)
+    # two episodes x two turns behind one slot: each step follows the next call's start
+    assert events == ["call", "call", "step", "call", "step", "call", "step", "step"]
+
+
 def test_env_step_limiter_bounds_in_flight_steps():
     in_flight = 0
     peak = 0
