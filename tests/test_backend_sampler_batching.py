@@ -295,7 +295,7 @@ def test_decoder_blocks_its_products_where_rows_vary(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_decoder, "ONEDNN_BLOCK_ROWS", 4)
     blocked = SlotDecoder(model, onednn=True)
     assert blocked.block_rows == 4 and blocked.lm_head.max_rows == 4
-    assert all(lin.max_rows == 4 for lin in (blocked.layers[0].q, blocked.layers[-1].down))
+    assert all(lin.max_rows == 4 for lin in (blocked.layers[0].qkv, blocked.layers[-1].down))
     seqs = _prompts(3, seed=7)
     with torch.inference_mode():
         outs = []

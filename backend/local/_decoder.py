@@ -176,9 +176,7 @@ class UnsupportedModelError(ValueError):
 @dataclass
 class _Layer:
     input_norm: Any
-    q: Linear
-    k: Linear
-    v: Linear
+    qkv: Linear  # the query, key and value projections as one product (their weights stacked)
     o: Linear
     post_norm: Any
     gate: Linear
@@ -303,9 +301,16 @@ class SlotDecoder:
         self.layers = [
             _Layer(
                 input_norm=layer.input_layernorm,
-                q=Linear(layer.self_attn.q_proj.weight, self.onednn),
-                k=Linear(layer.self_attn.k_proj.weight, self.onednn),
-                v=Linear(layer.self_attn.v_proj.weight, self.onednn),
+                qkv=Linear(
+                    torch.cat(
+                        [
+                            layer.self_attn.q_proj.weight.detach(),
+                            layer.self_attn.k_proj.weight.detach(),
+                            layer.self_attn.v_proj.weight.detach(),
+                        ]
+                    ),
+                    self.onednn,
+                ),
                 o=Linear(layer.self_attn.o_proj.weight, self.onednn),
                 post_norm=layer.post_attention_layernorm,
                 gate=Linear(layer.mlp.gate_proj.weight, self.onednn),
@@ -319,8 +324,8 @@ class SlotDecoder:
         if self.onednn and self.layers:
             first = self.layers[0]
             shapes = [
-                first.q.weight,
-                first.k.weight,
+                first.qkv.weight,
+                first.o.weight,
                 first.gate.weight,
                 first.down.weight,
                 self.lm_head.weight,
@@ -329,18 +334,19 @@ class SlotDecoder:
                 self.block_rows = ONEDNN_BLOCK_ROWS
                 for lin in [
                     self.lm_head,
-                    *(
-                        getattr(la, n)
-                        for la in self.layers
-                        for n in ["q", "k", "v", "o", "gate", "up", "down"]
-                    ),
+                    *(getattr(la, n) for la in self.layers for n in ["qkv", "o", "gate", "up", "down"]),
                 ]:
                     lin.max_rows = ONEDNN_BLOCK_ROWS
         self.context_length = int(getattr(config, "max_position_embeddings", 2048))
         with torch.inference_mode():
             positions = torch.arange(self.context_length)[None, :]
             cos, sin = inner.rotary_emb(self.embed[:1], positions)
-        self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [context, head_dim]
+        self.cos = cos[0].to(self.dtype)  # [context, head_dim]
+        half = self.head_dim // 2
+        # sin with rotate_half's sign folded in: x * cos + roll(x, half) * sin_rot is HF's
+        # x * cos + rotate_half(x) * sin, bit for bit, in one op fewer.
+        sin = sin[0].to(self.dtype)
+        self.sin_rot = torch.cat([-sin[:, :half], sin[:, half:]], -1)
 
     def new_cache(self) -> SlotCache:
         """An empty cache shaped for this model."""
@@ -461,17 +467,18 @@ class SlotDecoder:
         slot_idx = torch.tensor(slots)
         write_pos = pos[:n]
         cos = self.cos[pos][:, None, :]
-        sin = self.sin[pos][:, None, :]
+        sin_rot = self.sin_rot[pos][:, None, :]
+        heads = self.n_heads + self.n_kv  # rotated: the queries and the keys
         hidden = F.embedding(ids, self.embed)
         d = self.head_dim
         assert cache.keys is not None and cache.values is not None
         for i, layer in enumerate(self.layers):
             x = layer.input_norm(hidden)
-            q = layer.q(x).view(rows, self.n_heads, d)
-            k = layer.k(x).view(rows, self.n_kv, d)
-            v = layer.v(x).view(rows, self.n_kv, d)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            qkv = layer.qkv(x)
+            qk = qkv[:, : heads * d].view(rows, heads, d)
+            qk = qk * cos + torch.roll(qk, d // 2, -1) * sin_rot
+            q, k = qk[:, : self.n_heads], qk[:, self.n_heads :]
+            v = qkv[:, heads * d :].view(rows, self.n_kv, d)
             cache.keys[i, slot_idx, :, :, write_pos] = k[:n]
             cache.values[i, slot_idx, :, write_pos] = v[:n]
             hidden = layer.o.add(attend(i, q), hidden)
@@ -494,8 +501,3 @@ def _mask_bias(visible: torch.Tensor) -> torch.Tensor:
     numbers as filling the hidden ones with ``-inf`` (a finite score plus 0 is itself), and ~10x
     cheaper per layer than ``masked_fill_`` with a broadcast mask (``docs/measurements.md``)."""
     return torch.zeros(visible.shape).masked_fill_(visible.logical_not(), float("-inf"))
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
