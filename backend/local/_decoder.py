@@ -22,8 +22,9 @@ The sampling engine runs the model through :class:`SlotDecoder` instead of ``mod
   batching was.
 - **oneDNN products**: the linear layers and the unembedding run through oneDNN with weights
   prepacked once (:class:`Linear`); on CPUs where PyTorch's BLAS (MKL) takes a slower path, such
-  as AMD Zen, that is 2-2.5x faster in float32. The gated MLP's activation and product and the
-  residual additions run inside the products' kernels (post-ops). A oneDNN row does not depend
+  as AMD Zen, that is 2-2.5x faster in float32. The query, key and value projections run as one
+  product (their weights stacked); the gated MLP's activation and product and the residual
+  additions run inside the products' kernels (post-ops). A oneDNN row does not depend
   on how many rows the product has (checked on an AMD Zen 5 for 2..2048 rows, float32 and
   bfloat16, 1 and 2 threads, with and without post-ops; a single row takes a matrix-vector
   kernel). Not on every CPU: on an Intel Xeon with AMX, bfloat16 with 2 threads, a row's result
