@@ -223,6 +223,9 @@ def test_draw_categorical_follows_the_weights_row_by_row() -> None:
     assert draw_categorical(weights, [0.0, 0.5, 0.49]).tolist() == [1, 0, 2]
     assert draw_categorical(weights, [0.25, 0.99, 0.5]).tolist() == [3, 0, 3]
     assert draw_categorical(weights, [1.0 - 2**-53] * 3).tolist() == [3, 0, 3]
+    # u * total reaching the total (u = 1 here) searches past every index: the draw is then the
+    # last index with weight, only in the rows where that happened.
+    assert draw_categorical(torch.tensor([[1.0, 2.0, 0.0], [1.0, 1.0, 1.0]]), [1.0, 0.5]).tolist() == [1, 1]
     # A row's draw depends on its own weights and uniform only.
     gen = torch.Generator().manual_seed(0)
     many = torch.rand(64, 1000, generator=gen) ** 4
@@ -295,7 +298,7 @@ def test_decoder_blocks_its_products_where_rows_vary(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_decoder, "ONEDNN_BLOCK_ROWS", 4)
     blocked = SlotDecoder(model, onednn=True)
     assert blocked.block_rows == 4 and blocked.lm_head.max_rows == 4
-    assert all(lin.max_rows == 4 for lin in (blocked.layers[0].q, blocked.layers[-1].down))
+    assert all(lin.max_rows == 4 for lin in (blocked.layers[0].qkv, blocked.layers[-1].down))
     seqs = _prompts(3, seed=7)
     with torch.inference_mode():
         outs = []
