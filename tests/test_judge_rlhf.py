@@ -95,6 +95,7 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "rm_epochs=2",
         "rm_max_steps=2",
         "rm_both_orders=true",
+        "rm_comparisons=both",  # the dataset's comparisons and the SL policy's ranked answers
         "rl_steps=2",
         "rl_batch_size=16",  # more than the train prompts: step 2 needs a second pass over them
         "rl_group_size=2",
