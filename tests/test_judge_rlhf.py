@@ -95,6 +95,7 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "rm_epochs=2",
         "rm_max_steps=2",
         "rm_both_orders=true",
+        "rm_comparisons=both",  # the dataset's comparisons and the SL policy's ranked answers
         "rl_steps=2",
         "rl_batch_size=16",  # more than the train prompts: step 2 needs a second pass over them
         "rl_group_size=2",
@@ -128,4 +129,54 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
         json.loads(x)["prompt"] for x in (tmp_path / "pairs" / "train_prompts.jsonl").read_text().splitlines()
     }
     assert held_out and not held_out & trained
+    # the reward model's on-policy comparisons: the SL policy's answers to train prompts only,
+    # every label the rules' verdict against that prompt's reference answers
+    from envs.judge.rules import RuleJudge
+
+    references = {
+        json.loads(x)["prompt"]: json.loads(x).get("reference", [])
+        for x in (tmp_path / "pairs" / "train_prompts.jsonl").read_text().splitlines()
+    }
+    policy = [json.loads(x) for x in (tmp_path / "pairs" / "policy_train.jsonl").read_text().splitlines()]
+    assert policy and summary["pairs"]["policy/pairs"] == len(policy)
+    for row in policy:
+        prompt = row["comparison"]["prompt_conversation"][0]["content"]
+        assert prompt in trained and prompt not in held_out
+        a, b = (row["comparison"][k][0]["content"] for k in ("completion_A", "completion_B"))
+        assert RuleJudge().verdict(a, b, references[prompt])[0] == row["label"]
+    # rm_comparisons=both: the dataset's train comparisons, then the policy's
+    assert summary["rm"]["train_pairs"] == summary["pairs"]["train/pairs"] + len(policy)
     assert main(args) == 0  # a rerun resumes: every stage is read back
+
+
+def test_label_answers_ranks_every_decided_pair_by_the_rules() -> None:
+    from envs.judge.comparisons import label_answers
+    from envs.judge.rules import RuleJudge
+
+    answers = ["Paris.", "Lyon.", "It is Paris, the capital.", "Paris.", "Lyon is"]
+    rows = label_answers("Capital of France?", answers, ["Paris"], RuleJudge())
+    labelled = {
+        (r["comparison"]["completion_A"][0]["content"], r["comparison"]["completion_B"][0]["content"]): r[
+            "label"
+        ]
+        for r in rows
+    }
+    assert labelled[("Paris.", "Lyon.")] == "A"  # correct beats wrong
+    assert labelled[("Lyon.", "It is Paris, the capital.")] == "B"  # correct beats shorter
+    assert labelled[("Paris.", "It is Paris, the capital.")] == "A"  # both correct: the shorter
+    assert labelled[("Lyon.", "Lyon is")] == "A"  # both wrong: the finished one
+    assert ("Paris.", "Paris.") not in labelled  # identical answers teach nothing
+    # every pair once (10 pairs of 5 answers), less the identical one
+    assert len(rows) == 9
+    assert all(
+        r["comparison"]["prompt_conversation"] == [{"role": "user", "content": "Capital of France?"}]
+        for r in rows
+    )
+    # a tie under every check is left out
+    assert label_answers("Tip?", ["Sleep more.", "Eat well."], [], RuleJudge()) == []
+
+
+def test_bad_rm_comparisons_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rm_comparisons=humans"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rm_comparisons must be 'policy', 'dataset' or 'both'" in err

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["COMPARISONS_FILE", "NAMED_DATASETS", "load_comparisons", "split_comparisons"]
+if TYPE_CHECKING:
+    from envs.judge.rules import RuleJudge
+
+__all__ = ["COMPARISONS_FILE", "NAMED_DATASETS", "label_answers", "load_comparisons", "split_comparisons"]
 
 COMPARISONS_FILE = Path(__file__).parent / "data" / "comparisons.jsonl"
 """The shipped comparisons (cookbook format)."""
@@ -123,3 +127,31 @@ def split_comparisons(
     n_train = sum(1 for line in train_file.read_text().splitlines() if line.strip())
     n_test = sum(1 for line in test_file.read_text().splitlines() if line.strip())
     return train_file, test_file, {"train/pairs": float(n_train), "test/pairs": float(n_test)}
+
+
+def label_answers(
+    prompt: str, answers: Sequence[str], reference: Sequence[str], judge: RuleJudge
+) -> list[dict[str, Any]]:
+    """Labelled comparisons (cookbook format) of every pair of ``answers`` to one prompt, each
+    pair once, as ``judge`` (a :class:`~envs.judge.rules.RuleJudge` with the prompt's accepted
+    ``reference`` answers) decides it; ties and identical answers are left out (a tie teaches a
+    reward model nothing about which answer is better).
+
+    The way InstructGPT labelled its reward model's data (people ranking the SL policy's own
+    samples), with ``judge`` standing in for the people: the comparisons look like the answers the
+    reward model will score in RL, unlike hand-written ones."""
+    rows = []
+    for i, a in enumerate(answers):
+        for b in answers[i + 1 :]:
+            if a == b:
+                continue
+            choice, _ = judge.verdict(a, b, reference)
+            if choice == "tie":
+                continue
+            comparison = {
+                "prompt_conversation": [{"role": "user", "content": prompt}],
+                "completion_A": [{"role": "assistant", "content": a}],
+                "completion_B": [{"role": "assistant", "content": b}],
+            }
+            rows.append({"comparison": comparison, "label": choice})
+    return rows

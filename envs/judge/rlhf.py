@@ -8,8 +8,15 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
    ``ChatDatasetBuilderFromComparisons`` (each comparison in both orders, ``rm_both_orders``, the
    cookbook's ``swap``; the preference-model format: prompt,
    ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or
-   ``B``), a LoRA on the base model, on the train split of ``dataset`` (default: the shipped
-   ``data/comparisons.jsonl``; split by prompt, :func:`envs.judge.comparisons.split_comparisons`).
+   ``B``), a LoRA on the base model. Its comparisons (``rm_comparisons``): the train split of
+   ``dataset`` (default: the shipped ``data/comparisons.jsonl``; split by prompt,
+   :func:`envs.judge.comparisons.split_comparisons`), and/or, as InstructGPT labelled its reward
+   model's data (people ranking the SL policy's own samples), the SL policy's answers to the
+   *train* prompts, every pair ranked by the ``rules`` checks against those prompts' reference
+   answers (:func:`envs.judge.comparisons.label_answers`). The rules stand in for the labellers:
+   the same preference the held-out judgement applies, but on other prompts, so the reward model
+   never sees a held-out prompt nor its reference. A reward model of hand-written comparisons
+   only scores the policy's answers near chance: they do not look like them.
    Reported: the held-out pair accuracy (chance 0.5), before and after training, on the held-out
    prompts' comparisons, of the reward model as step 3 uses it
    (:class:`~envs.judge.reward_model.SymmetricPreferenceModel`: the label's log-odds in both
@@ -98,6 +105,15 @@ class RlhfConfig:
     """Passes over the train comparisons."""
     rm_max_steps: int | None = None
     """Cap on reward-model steps."""
+    rm_comparisons: str = "dataset"
+    """What the reward model trains on: ``policy`` (the SL policy's own answers to the train prompts,
+    ``rm_policy_samples`` each, every pair ranked by the ``rules`` checks against the train prompts'
+    reference answers: InstructGPT's step 2, labellers ranking the SL policy's samples, with the rules
+    standing in for the labellers), ``dataset`` (the train split of ``dataset``), or ``both``. The
+    held-out prompts are never sampled for it, and the held-out accuracy is always on ``dataset``'s
+    held-out comparisons."""
+    rm_policy_samples: int = 4
+    """SL answers per train prompt for ``rm_comparisons=policy|both`` (all pairs of them, ties left out)."""
     rm_both_orders: bool = True
     """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step),
     so the position tells nothing and the model must learn the answers; False: one order drawn at
@@ -118,8 +134,9 @@ class RlhfConfig:
     """Sampling temperature of the policy."""
 
     # --- judgement --------------------------------------------------------------------------
-    eval_samples: int = 4
-    """Answers per held-out prompt and policy."""
+    eval_samples: int = 8
+    """Answers per held-out prompt and policy (12 prompts x 8: 96 RL-vs-SL pairs; with fewer, a win
+    rate's sampling noise is as large as the +0.1 gain sought)."""
 
     @chz.validate
     def _check(self) -> None:
@@ -132,9 +149,16 @@ class RlhfConfig:
             "rl_steps",
             "rl_batch_size",
             "eval_samples",
+            "rm_policy_samples",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rm_comparisons not in ("policy", "dataset", "both"):
+            raise ValueError(
+                f"rm_comparisons must be 'policy', 'dataset' or 'both', got {self.rm_comparisons!r}"
+            )
+        if self.rm_comparisons != "dataset" and self.rm_policy_samples < 2:
+            raise ValueError(f"rm_policy_samples must be >= 2 (pairs), got {self.rm_policy_samples}")
         if self.rl_group_size < 2:
             raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
 
@@ -179,6 +203,50 @@ def _tasks_file(rows: list[dict[str, Any]], path: Path) -> Path:
 # --------------------------------------------------------------------------------------------
 # 2. the reward model
 # --------------------------------------------------------------------------------------------
+def _policy_comparisons(
+    config: RlhfConfig, service: Any, sl_sampler: str, train_tasks: Path, out: Path
+) -> tuple[Path, dict[str, float]]:
+    """The SL policy's answers to the train prompts (``rm_policy_samples`` each), every pair ranked
+    by the ``rules`` checks against the prompt's reference answers (:func:`label_answers`), written
+    to ``out`` (cookbook format; skipped when it exists). Only ``train_tasks`` is sampled: the
+    held-out prompts stay unseen by the reward model."""
+    from tinker_cookbook.renderers import get_text_content
+
+    from envs.judge import load_tasks
+    from envs.judge.comparisons import label_answers
+    from envs.judge.rules import RuleJudge
+    from renderers_ext import load_renderer
+
+    if not out.is_file():
+        renderer = load_renderer(config.renderer_name, config.model_name)
+        tasks = load_tasks(train_tasks)
+        client = _sampling_client(service, sl_sampler)
+        answers = asyncio.run(_answers(client, tasks, config, renderer, config.rm_policy_samples))
+        judge = RuleJudge()
+        rows = [
+            row
+            for task, group in zip(tasks, answers, strict=True)
+            for row in label_answers(get_text_content(task.messages[-1]), group, task.reference, judge)
+        ]
+        if not rows:
+            raise RuntimeError(
+                "the SL policy's answers to the train prompts gave no decided pair to train on"
+            )
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = _rows(out)
+    prompts = {_prompt_text(r) for r in rows}
+    return out, {"policy/pairs": float(len(rows)), "policy/prompts": float(len(prompts))}
+
+
+def _rm_train_file(config: RlhfConfig, dataset_train: Path, policy: Path | None, out: Path) -> Path:
+    """The reward model's train comparisons for ``rm_comparisons``: the dataset's, the policy's, or both."""
+    parts = {"dataset": [dataset_train], "policy": [policy], "both": [dataset_train, policy]}[
+        config.rm_comparisons
+    ]
+    out.write_text("".join(path.read_text() for path in parts if path is not None))
+    return out
+
+
 async def rm_accuracy(model: Any, rows: Sequence[dict[str, Any]]) -> float:
     """Pair accuracy of a cookbook ``PreferenceModel`` on labelled comparison rows, each scored in
     both orders (a tie or an unreadable verdict counts as wrong)."""
@@ -271,6 +339,7 @@ def _rm_step(
         "heldout_accuracy_greedy_before": before_greedy,
         "heldout_accuracy_greedy": after_greedy,
         "heldout_pairs": len(test_rows),
+        "train_pairs": len(_rows(train_file)),
         "seconds": time.monotonic() - t0,
     }
     record.write_text(json.dumps(result, indent=2))
@@ -342,7 +411,14 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
     return result
 
 
-async def _answers(client: Any, tasks: Sequence[Any], config: RlhfConfig, renderer: Any) -> list[list[str]]:
+def _sampling_client(service: Any, path: str) -> Any:
+    made = service.create_sampling_client(model_path=path)
+    return made.result() if hasattr(made, "result") and not hasattr(type(made), "sample_async") else made
+
+
+async def _answers(
+    client: Any, tasks: Sequence[Any], config: RlhfConfig, renderer: Any, n: int
+) -> list[list[str]]:
     import tinker
     from tinker_cookbook.renderers import get_text_content
 
@@ -361,7 +437,6 @@ async def _answers(client: Any, tasks: Sequence[Any], config: RlhfConfig, render
         message, _ = renderer.parse_response(list(response.sequences[0].tokens))
         return get_text_content(message).strip()
 
-    n = config.eval_samples
     flat = await asyncio.gather(
         *(one(t, s) for t in tasks for s in range(n))
     )  # one batch: the sampler batches it
@@ -378,14 +453,11 @@ async def _judgement(
     from envs.judge.rules import CHECKS, RuleJudge, complete, concise
     from renderers_ext import load_renderer
 
-    def client(path: str) -> Any:
-        made = service.create_sampling_client(model_path=path)
-        return made.result() if hasattr(made, "result") and not hasattr(type(made), "sample_async") else made
-
     renderer = load_renderer(config.renderer_name, config.model_name)
     tasks = load_tasks(tasks_file)
-    sl_answers = await _answers(client(sl_path), tasks, config, renderer)
-    rl_answers = await _answers(client(rl_path), tasks, config, renderer)
+    n = config.eval_samples
+    sl_answers = await _answers(_sampling_client(service, sl_path), tasks, config, renderer, n)
+    rl_answers = await _answers(_sampling_client(service, rl_path), tasks, config, renderer, n)
     rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
     rules = RuleJudge()
     held_out, comparisons, correct_sl, correct_rl = [], [], [], []
@@ -488,12 +560,21 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
             f"[rlhf] SL: loss/token {sl['warm_start/loss_first']:.3f} -> {sl['warm_start/loss_last']:.3f}",
             flush=True,
         )
+        policy_file = None
+        if config.rm_comparisons != "dataset":
+            policy_file, policy_stats = _policy_comparisons(
+                config, service, sl_sampler, train_tasks, out / "pairs" / "policy_train.jsonl"
+            )
+            pair_stats.update(policy_stats)
+        rm_train = _rm_train_file(config, train_file, policy_file, out / "pairs" / "rm_train.jsonl")
         print(
-            f"[rlhf] 2/3 reward model on {pair_stats['train/pairs']:.0f} comparisons "
-            f"({pair_stats['test/pairs']:.0f} held out)",
+            f"[rlhf] 2/3 reward model on {len(_rows(rm_train))} comparisons (rm_comparisons={config.rm_comparisons}: "
+            f"{pair_stats['train/pairs']:.0f} of the dataset's train prompts, "
+            f"{pair_stats.get('policy/pairs', 0):.0f} ranked SL answers to them); held out: "
+            f"{pair_stats['test/pairs']:.0f} of the dataset's comparisons",
             flush=True,
         )
-        rm = _rm_step(config, train_file, test_file, out / "rm", service, root)
+        rm = _rm_step(config, rm_train, test_file, out / "rm", service, root)
         print(
             f"[rlhf] RM: {rm['steps']} steps, held-out pair accuracy "
             f"{rm['heldout_accuracy_before']:.3f} -> {rm['heldout_accuracy']:.3f} (both orders, log-odds; "
