@@ -38,8 +38,9 @@ def test_defaults_are_the_real_game_with_a_weak_warm_start() -> None:
     # RL's rate decays linearly from 6e-4 to 0 over the 16 steps, scaled by the informative groups
     assert config.learning_rate == 6e-4 and config.lr_schedule == "linear" and config.lr_scale_by_signal
     assert config.lr_at(0) == 6e-4 and config.lr_at(8) == 3e-4
-    assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (10, 16, 0.0)
-    assert 0 < config.eval_every < config.max_steps
+    assert (config.warm_start.steps, config.max_steps, config.eval_temperature) == (11, 16, 0.0)
+    # held-out evaluations after the warm start and after RL only (the goals' two figures)
+    assert config.eval_every == config.max_steps
     builder = config.dataset_builder()
     assert builder.env is config.env and builder.env.format_penalty == 0.1
     assert builder.env.fault_penalty == 0.1 and builder.env.play_truncated
