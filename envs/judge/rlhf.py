@@ -285,8 +285,7 @@ def _rm_step(
     if record.is_file():
         return json.loads(record.read_text())
     test_rows = _rows(test_file)
-    base = service.create_sampling_client(base_model=config.model_name)
-    base = base.result() if hasattr(base, "result") and not hasattr(type(base), "sample_async") else base
+    base = _sampling_client(service, base_model=config.model_name)
     from tinker_cookbook.preference.types import PreferenceModelFromChatRenderer
 
     from renderers_ext import load_renderer
@@ -411,8 +410,14 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
     return result
 
 
-def _sampling_client(service: Any, path: str) -> Any:
-    made = service.create_sampling_client(model_path=path)
+def _sampling_client(service: Any, path: str | None = None, *, base_model: str | None = None) -> Any:
+    """The sampling client of a sampler ``path`` (or of ``base_model``), whether the service hands
+    back the client itself or a future of it (the local service)."""
+    made = (
+        service.create_sampling_client(model_path=path)
+        if base_model is None
+        else service.create_sampling_client(base_model=base_model)
+    )
     return made.result() if hasattr(made, "result") and not hasattr(type(made), "sample_async") else made
 
 
