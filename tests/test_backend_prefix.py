@@ -260,3 +260,33 @@ def test_shared_pass_skips_the_graph_of_unweighted_positions_exactly(core: Train
     assert len(full_grads) == len(sel_grads) > 0
     for g_full, g_sel in zip(full_grads, sel_grads, strict=True):
         assert float((g_full - g_sel).norm()) <= 1e-5 * float(g_full.norm())
+
+
+def test_training_passes_gather_without_atomic_accumulation(
+    core: TrainerCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No training pass gathers by advanced indexing: on CPU its backward adds a repeated index's
+    gradients with atomics, in an order that follows thread timing, so one seed trained other
+    weights on a loaded machine. ``index_select`` (backward: ``index_add_``, in index order) does not."""
+    seen: set[str] = set()
+    original = torch.Tensor.backward
+
+    def backward(self: torch.Tensor, *args: object, **kwargs: object) -> None:
+        stack, visited = [self.grad_fn], set()
+        while stack:
+            node = stack.pop()
+            if node is None or node in visited:
+                continue
+            visited.add(node)
+            seen.add(type(node).__name__)
+            stack.extend(next_fn for next_fn, _ in node.next_functions)
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.Tensor, "backward", backward)
+    data = make_data(FIXED, seed=4)  # shared chunks and one datum on the plain path
+    assert core.plan(core.prepare(data, "importance_sampling")).plain
+    core.model.zero_grad(set_to_none=True)
+    core.forward_backward(data, "importance_sampling", None, backward=True)
+    core.model.zero_grad(set_to_none=True)
+    assert "IndexSelectBackward0" in seen  # the walk saw the gathers
+    assert not {name for name in seen if name.startswith("IndexBackward")}, sorted(seen)

@@ -243,14 +243,21 @@ def tree_attention(
     heads, dim = q.shape[0], q.shape[-1]
     outs = []
     for b in layout.buckets:
-        qb = q[:, b.q_index].transpose(0, 1)
-        kb = k[:, b.k_index].transpose(0, 1)
-        vb = v[:, b.k_index].transpose(0, 1)
+        qb, kb, vb = (_gather_rows(x, b.q_index if x is q else b.k_index) for x in (q, k, v))
         out = F.scaled_dot_product_attention(
             qb, kb, vb, attn_mask=b.mask, dropout_p=dropout, scale=scaling, enable_gqa=kb.shape[1] != heads
         )
         outs.append(out.transpose(1, 2).reshape(-1, heads, dim))
-    return torch.cat(outs)[layout.out_index].unsqueeze(0), None
+    return torch.cat(outs).index_select(0, layout.out_index).unsqueeze(0), None
+
+
+def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[:, index].transpose(0, 1)`` for ``x`` ``[heads, packed, dim]`` and a 2-D ``index``, by
+    ``index_select``: its backward sums a shared key's gradients in index order (``index_add_``),
+    where advanced indexing's backward adds them with atomics on CPU, in an order that changes
+    with thread timing (so a loaded machine trained other weights from the same seed)."""
+    rows = x.index_select(1, index.reshape(-1))
+    return rows.view(x.shape[0], *index.shape, x.shape[-1]).transpose(0, 1)
 
 
 def _register() -> None:

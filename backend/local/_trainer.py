@@ -235,7 +235,8 @@ class TrainerCore:
         unembed = causal_lm.get_output_embeddings()
         lp = torch.zeros((len(chunk), length))
         if bool(graph.any()):
-            lp = lp.index_put(graph.nonzero(as_tuple=True), _logprobs(unembed(hidden[graph]), targets[graph]))
+            rows = hidden.flatten(0, 1).index_select(0, graph.flatten().nonzero()[:, 0])  # see _gather_rows
+            lp = lp.index_put(graph.nonzero(as_tuple=True), _logprobs(unembed(rows), targets[graph]))
         if bool(rest.any()):
             with torch.no_grad():
                 values = _logprobs(unembed(hidden[rest]), targets[rest])
@@ -276,14 +277,15 @@ class TrainerCore:
         lp = torch.zeros(len(pairs))
         if bool(graph.any()):
             idx = graph.nonzero(as_tuple=True)
-            lp = lp.index_put(idx, _logprobs(unembed(hidden[pair_node[idx]]), pair_target[idx]))
+            rows = hidden.index_select(0, pair_node[idx])  # not hidden[...]: see _prefix._gather_rows
+            lp = lp.index_put(idx, _logprobs(unembed(rows), pair_target[idx]))
         rest = ~graph
         if bool(rest.any()):
             idx = rest.nonzero(as_tuple=True)
             with torch.no_grad():
                 values = _logprobs(unembed(hidden[pair_node[idx]]), pair_target[idx])
             lp = lp.index_put(idx, values)
-        return list(lp[inverse].split([len(p.tokens) for p in chunk]))
+        return list(lp.index_select(0, inverse).split([len(p.tokens) for p in chunk]))
 
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.compute_dtype == "bfloat16":
