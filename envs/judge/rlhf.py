@@ -128,6 +128,14 @@ class RlhfConfig:
     """Answers per prompt (the tournament of the pairwise env, in both orders)."""
     rl_learning_rate: float = 1e-4
     """RL learning rate."""
+    rl_reward: str = "rm"
+    """What RL optimises: ``rm`` (the learned reward model: RLHF) or a ``rules`` judge spec
+    (``rules``, ``rules:<check>,...``: the held-out judge's own checks, against the *train*
+    prompts' reference answers). ``rules`` is the ceiling, not RLHF: how far this RL budget can
+    move the policy with a reward that agrees with the held-out judge everywhere (on other prompts)."""
+    rl_advantage_normalize_std: bool = False
+    """Divide each group's centred rewards by their std (GRPO's advantage; ``training.Config``'s
+    ``advantage_normalize_std``)."""
     max_tokens: int = 32
     """Tokens per answer (RL and the held-out judgement)."""
     temperature: float = 1.0
@@ -159,6 +167,8 @@ class RlhfConfig:
             )
         if self.rm_comparisons != "dataset" and self.rm_policy_samples < 2:
             raise ValueError(f"rm_policy_samples must be >= 2 (pairs), got {self.rm_policy_samples}")
+        if self.rl_reward != "rm" and self.rl_reward.partition(":")[0] != "rules":
+            raise ValueError(f"rl_reward must be 'rm' or a rules spec ('rules[:checks]'), got {self.rl_reward!r}")
         if self.rl_group_size < 2:
             raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
 
@@ -366,6 +376,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         seed=config.seed,
         load_checkpoint_path=sl_state,
         learning_rate=config.rl_learning_rate,
+        advantage_normalize_std=config.rl_advantage_normalize_std,
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
@@ -383,7 +394,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
             kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks), pattern=PairingScheme.ALL_PAIRS
         ),
         judge=JudgeConfig(
-            completer=f"rm:{rm_path}",
+            completer=f"rm:{rm_path}" if config.rl_reward == "rm" else config.rl_reward,
             renderer_name=config.renderer_name,
             base_url=config.base_url,
             timeout_s=900.0,
