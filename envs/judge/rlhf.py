@@ -168,7 +168,9 @@ class RlhfConfig:
         if self.rm_comparisons != "dataset" and self.rm_policy_samples < 2:
             raise ValueError(f"rm_policy_samples must be >= 2 (pairs), got {self.rm_policy_samples}")
         if self.rl_reward != "rm" and self.rl_reward.partition(":")[0] != "rules":
-            raise ValueError(f"rl_reward must be 'rm' or a rules spec ('rules[:checks]'), got {self.rl_reward!r}")
+            raise ValueError(
+                f"rl_reward must be 'rm' or a rules spec ('rules[:checks]'), got {self.rl_reward!r}"
+            )
         if self.rl_group_size < 2:
             raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
 
