@@ -176,6 +176,24 @@ def test_label_answers_ranks_every_decided_pair_by_the_rules() -> None:
     assert label_answers("Tip?", ["Sleep more.", "Eat well."], [], RuleJudge()) == []
 
 
+def test_label_answers_keeps_only_clear_length_pairs() -> None:
+    from envs.judge.comparisons import label_answers
+    from envs.judge.rules import RuleJudge
+
+    answers = ["Paris.", "It is Paris.", "The capital of France is Paris.", "Lyon.", "Lyon is"]
+    rows = label_answers("Capital of France?", answers, ["Paris"], RuleJudge(), min_word_gap=3)
+    pairs = {
+        frozenset(r["comparison"][k][0]["content"] for k in ("completion_A", "completion_B")) for r in rows
+    }
+    assert frozenset({"Paris.", "It is Paris."}) not in pairs  # length decides, 2 words apart
+    assert frozenset({"It is Paris.", "The capital of France is Paris."}) in pairs  # 3 words apart
+    assert frozenset({"Paris.", "The capital of France is Paris."}) in pairs  # 5 words apart
+    assert frozenset({"Paris.", "Lyon."}) in pairs  # correctness decides: always kept
+    assert frozenset({"Lyon.", "Lyon is"}) in pairs  # a finished answer against a cut one: kept
+    everything = label_answers("Capital of France?", answers, ["Paris"], RuleJudge())
+    assert len(everything) == len(rows) + 1  # only the 2-word gap left out at 3
+
+
 def test_bad_rm_comparisons_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rm_comparisons=humans"]) == 2
     err = capsys.readouterr().err.strip()

@@ -114,6 +114,9 @@ class RlhfConfig:
     held-out comparisons."""
     rm_policy_samples: int = 4
     """SL answers per train prompt for ``rm_comparisons=policy|both`` (all pairs of them, ties left out)."""
+    rm_policy_min_word_gap: int = 0
+    """Of the SL answers' pairs that only length decides, keep those whose word counts differ by at
+    least this much (0: all; a correct-vs-wrong or finished-vs-cut pair is always kept)."""
     rm_both_orders: bool = True
     """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step),
     so the position tells nothing and the model must learn the answers; False: one order drawn at
@@ -238,7 +241,13 @@ def _policy_comparisons(
         rows = [
             row
             for task, group in zip(tasks, answers, strict=True)
-            for row in label_answers(get_text_content(task.messages[-1]), group, task.reference, judge)
+            for row in label_answers(
+                get_text_content(task.messages[-1]),
+                group,
+                task.reference,
+                judge,
+                min_word_gap=config.rm_policy_min_word_gap,
+            )
         ]
         if not rows:
             raise RuntimeError(
