@@ -608,7 +608,10 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
             f"the cookbook's greedy verdict: {rm.get('heldout_accuracy_greedy', float('nan')):.3f})",
             flush=True,
         )
-    print("[rlhf] 3/3 RL against the reward model (pairwise env)", flush=True)
+    against = (
+        "the reward model" if config.rl_reward == "rm" else f"{config.rl_reward} (the ceiling, not RLHF)"
+    )
+    print(f"[rlhf] 3/3 RL against {against} (pairwise env)", flush=True)
     rl = _rl_step(config, sl_state, rm["sampler_path"], train_tasks, out / "rl")
     print(f"[rlhf] RL: {rl['steps']} steps, group win rate is 1/2 by construction", flush=True)
     with use_local_backend(root) if local else contextlib.nullcontext():
