@@ -26,7 +26,10 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
    (``env.kind=pairwise``, each pair of a group once: each answer's reward is its mean
    probability of beating the others), the judge the learned model loaded from its sampler
    checkpoint (judge spec ``rm:<path>``, :mod:`envs.judge.reward_model`: ``local://`` here,
-   ``tinker://`` on a service), from the SL checkpoint, on the train prompts.
+   ``tinker://`` on a service), from the SL checkpoint, on the train prompts. ``rl_reward=rules``
+   swaps the reward model for the held-out judge's own checks (on the train prompts and their
+   references): not RLHF but its ceiling, what this RL budget can do with a reward that is never
+   wrong, which tells whether a short gain is the reward model's fault or the RL settings'.
 
 Then a **held-out judgement**: the SL and the RL policy answer each held-out prompt
 ``eval_samples`` times (the same sampling seeds), and the RL answer meets the SL answer of the same
