@@ -176,7 +176,62 @@ def test_label_answers_ranks_every_decided_pair_by_the_rules() -> None:
     assert label_answers("Tip?", ["Sleep more.", "Eat well."], [], RuleJudge()) == []
 
 
+def test_label_answers_keeps_only_clear_length_pairs() -> None:
+    from envs.judge.comparisons import label_answers
+    from envs.judge.rules import RuleJudge
+
+    answers = ["Paris.", "It is Paris.", "The capital of France is Paris.", "Lyon.", "Lyon is"]
+    rows = label_answers("Capital of France?", answers, ["Paris"], RuleJudge(), min_word_gap=3)
+    pairs = {
+        frozenset(r["comparison"][k][0]["content"] for k in ("completion_A", "completion_B")) for r in rows
+    }
+    assert frozenset({"Paris.", "It is Paris."}) not in pairs  # length decides, 2 words apart
+    assert frozenset({"It is Paris.", "The capital of France is Paris."}) in pairs  # 3 words apart
+    assert frozenset({"Paris.", "The capital of France is Paris."}) in pairs  # 5 words apart
+    assert frozenset({"Paris.", "Lyon."}) in pairs  # correctness decides: always kept
+    assert frozenset({"Lyon.", "Lyon is"}) in pairs  # a finished answer against a cut one: kept
+    everything = label_answers("Capital of France?", answers, ["Paris"], RuleJudge())
+    assert len(everything) == len(rows) + 1  # only the 2-word gap left out at 3
+
+
 def test_bad_rm_comparisons_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rm_comparisons=humans"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "rm_comparisons must be 'policy', 'dataset' or 'both'" in err
+
+
+def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
+    """``rl_reward=rules``: RL optimises the held-out judge's checks on the train prompts (the
+    ceiling of the RL budget), GRPO's std-normalised advantages on; the reward model is still
+    trained and measured, and the judgement runs as for RLHF."""
+    args = [
+        f"log_path={tmp_path}",
+        f"model_name={TINY}",
+        "lora_rank=2",
+        "sft_steps=1",
+        "dataset_max_pairs=24",
+        "n_test_prompts=2",
+        "rm_max_steps=1",
+        "rl_steps=1",
+        "rl_group_size=2",
+        "rl_reward=rules",
+        "rl_advantage_normalize_std=true",
+        "max_tokens=4",
+        "eval_samples=1",
+    ]
+    assert main(args) == 0
+    rl_config = json.loads((tmp_path / "rl" / "config.json").read_text())
+    assert "completer='rules'" in rl_config["judge"]  # the config is written as its repr
+    assert rl_config["advantage_normalize_std"] is True
+    rl_rows = [
+        json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
+    ]
+    assert rl_rows[0]["env/all/judge/errors"] == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rm"]["steps"] == 1 and summary["judgement"]["pairs"] == 2
+
+
+def test_bad_rl_reward_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rl_reward=local:judge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rl_reward must be 'rm' or a rules spec" in err

@@ -130,7 +130,12 @@ def split_comparisons(
 
 
 def label_answers(
-    prompt: str, answers: Sequence[str], reference: Sequence[str], judge: RuleJudge
+    prompt: str,
+    answers: Sequence[str],
+    reference: Sequence[str],
+    judge: RuleJudge,
+    *,
+    min_word_gap: int = 0,
 ) -> list[dict[str, Any]]:
     """Labelled comparisons (cookbook format) of every pair of ``answers`` to one prompt, each
     pair once, as ``judge`` (a :class:`~envs.judge.rules.RuleJudge` with the prompt's accepted
@@ -139,14 +144,25 @@ def label_answers(
 
     The way InstructGPT labelled its reward model's data (people ranking the SL policy's own
     samples), with ``judge`` standing in for the people: the comparisons look like the answers the
-    reward model will score in RL, unlike hand-written ones."""
+    reward model will score in RL, unlike hand-written ones.
+
+    ``min_word_gap`` keeps only the clear pairs among those the ``concise`` check decides (the
+    answers' word counts differ by at least that much): two sentences a word apart are a
+    distinction a small reward model does not learn from a few examples; pairs decided by
+    another check (a correct answer against a wrong one, a finished against a cut one) are kept."""
+    from envs.judge.rules import concise
+
     rows = []
     for i, a in enumerate(answers):
         for b in answers[i + 1 :]:
             if a == b:
                 continue
-            choice, _ = judge.verdict(a, b, reference)
+            choice, reasons = judge.verdict(a, b, reference)
             if choice == "tie":
+                continue
+            if reasons.splitlines()[-1].startswith("concise:") and (
+                abs(concise(a, reference) - concise(b, reference)) < min_word_gap
+            ):
                 continue
             comparison = {
                 "prompt_conversation": [{"role": "user", "content": prompt}],

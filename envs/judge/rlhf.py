@@ -26,7 +26,10 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
    (``env.kind=pairwise``, each pair of a group once: each answer's reward is its mean
    probability of beating the others), the judge the learned model loaded from its sampler
    checkpoint (judge spec ``rm:<path>``, :mod:`envs.judge.reward_model`: ``local://`` here,
-   ``tinker://`` on a service), from the SL checkpoint, on the train prompts.
+   ``tinker://`` on a service), from the SL checkpoint, on the train prompts. ``rl_reward=rules``
+   swaps the reward model for the held-out judge's own checks (on the train prompts and their
+   references): not RLHF but its ceiling, what this RL budget can do with a reward that is never
+   wrong, which tells whether a short gain is the reward model's fault or the RL settings'.
 
 Then a **held-out judgement**: the SL and the RL policy answer each held-out prompt
 ``eval_samples`` times (the same sampling seeds), and the RL answer meets the SL answer of the same
@@ -114,6 +117,9 @@ class RlhfConfig:
     held-out comparisons."""
     rm_policy_samples: int = 4
     """SL answers per train prompt for ``rm_comparisons=policy|both`` (all pairs of them, ties left out)."""
+    rm_policy_min_word_gap: int = 0
+    """Of the SL answers' pairs that only length decides, keep those whose word counts differ by at
+    least this much (0: all; a correct-vs-wrong or finished-vs-cut pair is always kept)."""
     rm_both_orders: bool = True
     """Train on both orders of every comparison (the cookbook's ``swap``: twice the tokens a step),
     so the position tells nothing and the model must learn the answers; False: one order drawn at
@@ -128,6 +134,14 @@ class RlhfConfig:
     """Answers per prompt (the tournament of the pairwise env, in both orders)."""
     rl_learning_rate: float = 1e-4
     """RL learning rate."""
+    rl_reward: str = "rm"
+    """What RL optimises: ``rm`` (the learned reward model: RLHF) or a ``rules`` judge spec
+    (``rules``, ``rules:<check>,...``: the held-out judge's own checks, against the *train*
+    prompts' reference answers). ``rules`` is the ceiling, not RLHF: how far this RL budget can
+    move the policy with a reward that agrees with the held-out judge everywhere (on other prompts)."""
+    rl_advantage_normalize_std: bool = False
+    """Divide each group's centred rewards by their std (GRPO's advantage; ``training.Config``'s
+    ``advantage_normalize_std``)."""
     max_tokens: int = 32
     """Tokens per answer (RL and the held-out judgement)."""
     temperature: float = 1.0
@@ -159,6 +173,10 @@ class RlhfConfig:
             )
         if self.rm_comparisons != "dataset" and self.rm_policy_samples < 2:
             raise ValueError(f"rm_policy_samples must be >= 2 (pairs), got {self.rm_policy_samples}")
+        if self.rl_reward != "rm" and self.rl_reward.partition(":")[0] != "rules":
+            raise ValueError(
+                f"rl_reward must be 'rm' or a rules spec ('rules[:checks]'), got {self.rl_reward!r}"
+            )
         if self.rl_group_size < 2:
             raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
 
@@ -226,7 +244,13 @@ def _policy_comparisons(
         rows = [
             row
             for task, group in zip(tasks, answers, strict=True)
-            for row in label_answers(get_text_content(task.messages[-1]), group, task.reference, judge)
+            for row in label_answers(
+                get_text_content(task.messages[-1]),
+                group,
+                task.reference,
+                judge,
+                min_word_gap=config.rm_policy_min_word_gap,
+            )
         ]
         if not rows:
             raise RuntimeError(
@@ -366,6 +390,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         seed=config.seed,
         load_checkpoint_path=sl_state,
         learning_rate=config.rl_learning_rate,
+        advantage_normalize_std=config.rl_advantage_normalize_std,
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
@@ -383,7 +408,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
             kind=JudgeEnvKind.PAIRWISE, tasks_path=str(tasks), pattern=PairingScheme.ALL_PAIRS
         ),
         judge=JudgeConfig(
-            completer=f"rm:{rm_path}",
+            completer=f"rm:{rm_path}" if config.rl_reward == "rm" else config.rl_reward,
             renderer_name=config.renderer_name,
             base_url=config.base_url,
             timeout_s=900.0,
@@ -586,7 +611,10 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
             f"the cookbook's greedy verdict: {rm.get('heldout_accuracy_greedy', float('nan')):.3f})",
             flush=True,
         )
-    print("[rlhf] 3/3 RL against the reward model (pairwise env)", flush=True)
+    against = (
+        "the reward model" if config.rl_reward == "rm" else f"{config.rl_reward} (the ceiling, not RLHF)"
+    )
+    print(f"[rlhf] 3/3 RL against {against} (pairwise env)", flush=True)
     rl = _rl_step(config, sl_state, rm["sampler_path"], train_tasks, out / "rl")
     print(f"[rlhf] RL: {rl['steps']} steps, group win rate is 1/2 by construction", flush=True)
     with use_local_backend(root) if local else contextlib.nullcontext():
