@@ -165,16 +165,18 @@ def compare(
     flat_all = torch.cat([g.reshape(-1) for g in flat_grads.values()])
     shared_all = torch.cat([shared_grads[name].reshape(-1) for name in flat_grads])
     total = float(flat_all.norm())
-    terms = total
+    scale = total
     if each is not None:
         core.share_prefixes = False
+        terms = 0.0
         for one in each:
             core.model.zero_grad(set_to_none=True)
             one(core)
             terms += sum(float(p.grad.norm()) ** 2 for p in core.params if p.grad is not None) ** 0.5
         core.share_prefixes = True
         core.model.zero_grad(set_to_none=True)
-    assert float((flat_all - shared_all).norm()) <= rel * max(total, terms - total)
+        scale = max(total, terms)
+    assert float((flat_all - shared_all).norm()) <= rel * scale
     for name, g in flat_grads.items():
         scale = max(float(g.norm()), 1e-2 * total, 1e-30)
         assert float((g - shared_grads[name]).norm()) <= 5 * rel * scale, name

@@ -243,7 +243,7 @@ def tree_attention(
     heads, dim = q.shape[0], q.shape[-1]
     outs = []
     for b in layout.buckets:
-        qb, kb, vb = (_gather_rows(x, b.q_index if x is q else b.k_index) for x in (q, k, v))
+        qb, kb, vb = _gather_rows(q, b.q_index), _gather_rows(k, b.k_index), _gather_rows(v, b.k_index)
         out = F.scaled_dot_product_attention(
             qb, kb, vb, attn_mask=b.mask, dropout_p=dropout, scale=scaling, enable_gqa=kb.shape[1] != heads
         )
