@@ -279,6 +279,17 @@ class SlotCache:
 
 
 @dataclass(frozen=True)
+class _QueryBucket:
+    """Query blocks of a prefill attended together (:meth:`SlotDecoder._query_buckets`)."""
+
+    slots: torch.Tensor  # [blocks] the slot of each block
+    gather: torch.Tensor  # [blocks * longest] packed token of each query row (padding: 0)
+    bias: torch.Tensor  # [blocks, 1, rows, span]
+    valid: torch.Tensor  # indices of the real query rows in [blocks * longest]
+    packed: torch.Tensor  # their packed tokens
+
+
+@dataclass(frozen=True)
 class PrefillRow:
     """New tokens of one sequence: ``tokens`` go to columns ``start .. start + len - 1`` of ``slot``
     (columns before ``start`` already hold the sequence's KV)."""
@@ -390,29 +401,22 @@ class SlotDecoder:
             tokens += row.tokens
             slots += [row.slot] * len(row.tokens)
             positions += range(row.start, row.start + len(row.tokens))
-        # (slot, first packed token, query count, mask bias): queries in blocks of QUERY_BLOCK.
-        spans: list[tuple[int, int, int, torch.Tensor]] = []
-        offset = 0
-        for row in rows:
-            count = len(row.tokens)
-            for q0 in range(0, count, QUERY_BLOCK):
-                n = min(count - q0, QUERY_BLOCK)
-                spans.append((row.slot, offset + q0, n, self._prefill_bias(row.start + q0, n)))
-            offset += count
+        buckets = self._query_buckets(rows)
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
             assert cache.keys is not None and cache.values is not None
             out = q.new_zeros(q.shape[0], self.n_heads * self.head_dim)
-            for slot, first, count, bias in spans:
-                keys = cache.keys[layer, :, slot, None]  # [chunks, 1, kv, dim, CHUNK]
-                values = cache.values[layer, :, slot, None]
-                qs = q[first : first + count]  # [count, heads, dim]
-                # [kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
-                qs = qs.view(count, self.n_kv, self.groups, self.head_dim).permute(1, 0, 2, 3)
-                qs = qs.reshape(self.n_kv, count * self.groups, self.head_dim)
-                att = self._attention(qs[None], keys, values, bias[None, None])[0]
-                att = att.view(self.n_kv, count, self.groups, self.head_dim).permute(1, 0, 2, 3)
-                out[first : first + count] = att.reshape(count, -1)
+            for b in buckets:
+                n, count = b.slots.shape[0], b.gather.shape[0] // b.slots.shape[0]
+                # [n, kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
+                qs = q[b.gather].view(n, count, self.n_kv, self.groups, self.head_dim)
+                qs = qs.permute(0, 2, 1, 3, 4).reshape(n, self.n_kv, count * self.groups, self.head_dim)
+                chunks = b.bias.shape[-1] // CHUNK
+                keys = cache.keys[layer, :chunks].index_select(1, b.slots)  # [chunks, n, kv, dim, CHUNK]
+                values = cache.values[layer, :chunks].index_select(1, b.slots)
+                att = self._attention(qs, keys, values, b.bias)
+                att = att.view(n, self.n_kv, count, self.groups, self.head_dim).permute(0, 2, 1, 3, 4)
+                out[b.packed] = att.reshape(n * count, -1)[b.valid]
             return out
 
         hidden = self._run(cache, tokens, slots, positions, attend)
@@ -444,18 +448,46 @@ class SlotDecoder:
         return self._logits(hidden[:batch])
 
     # ------------------------------------------------------------------ pieces
-    def _prefill_bias(self, start: int, count: int) -> torch.Tensor:
-        """``[count * groups, span]`` (see :func:`_mask_bias`): query row ``t * groups + g`` sees
-        columns ``<= start + t``."""
-        span = key_span(start + count)
-        limit = torch.arange(start, start + count).repeat_interleave(self.groups)
-        mask = torch.arange(span)[None, :] <= limit[:, None]
-        rows = mask.shape[0]
-        if rows < 4:  # pad the query rows (see decode); padding rows see column 0 only
-            pad = torch.zeros(4 - rows, span, dtype=torch.bool)
-            pad[:, 0] = True
-            mask = torch.cat([mask, pad])
-        return _mask_bias(mask)
+    def _query_buckets(self, rows: list[PrefillRow]) -> list[_QueryBucket]:
+        """The query blocks of a prefill (at most :data:`QUERY_BLOCK` tokens of a sequence each)
+        in buckets of blocks at least half as long as the bucket's longest: one batched attention
+        per bucket and layer, where a product per block cost more in calls than in arithmetic."""
+        blocks: list[tuple[int, int, int, int]] = []  # (slot, first packed token, count, position)
+        offset = 0
+        for row in rows:
+            count = len(row.tokens)
+            blocks += [
+                (row.slot, offset + q0, min(count - q0, QUERY_BLOCK), row.start + q0)
+                for q0 in range(0, count, QUERY_BLOCK)
+            ]
+            offset += count
+        blocks.sort(key=lambda b: -b[2])
+        buckets = []
+        i = 0
+        while i < len(blocks):
+            j = i + 1
+            while j < len(blocks) and 2 * blocks[j][2] >= blocks[i][2]:
+                j += 1
+            buckets.append(self._query_bucket(blocks[i:j]))
+            i = j
+        return buckets
+
+    def _query_bucket(self, blocks: list[tuple[int, int, int, int]]) -> _QueryBucket:
+        slot, first, count, start = (torch.tensor(c) for c in zip(*blocks, strict=True))
+        longest = int(count.max())
+        t = torch.arange(longest)
+        valid = t[None, :] < count[:, None]  # [blocks, longest]: real query tokens
+        gather = torch.where(valid, first[:, None] + t, 0).reshape(-1)
+        # Bias [blocks, 1, rows, span] (see _mask_bias): row t * groups + g of a block sees
+        # columns <= its position; padding rows (past the block's tokens, and up to 4 rows: see
+        # decode) see column 0 only.
+        rows = torch.arange(max(longest * self.groups, 4))
+        token = rows // self.groups
+        cols = torch.arange(key_span(int((start + count).max())))
+        seen = cols <= (start[:, None] + token)[:, :, None]
+        visible = torch.where((token < count[:, None])[:, :, None], seen, cols == 0)
+        flat = valid.reshape(-1).nonzero()[:, 0]
+        return _QueryBucket(slot, gather, _mask_bias(visible)[:, None], flat, gather[flat])
 
     def _attention(
         self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor
