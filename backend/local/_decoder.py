@@ -2,14 +2,16 @@
 
 The sampling engine runs the model through :class:`SlotDecoder` instead of ``model(...)``:
 
-- **Slot KV cache** (:class:`SlotCache`): preallocated keys ``[layers, slots, kv_heads, head_dim,
-  capacity]`` (transposed) and values ``[layers, slots, kv_heads, capacity, head_dim]``; a
-  sequence lives in one slot with its token ``i`` at column ``i``. A
-  decode step writes one column per row in place (no per-step concatenation or padding copies),
-  and grouped-query attention reads the shared KV heads directly (no ``repeat_kv``).
+- **Slot KV cache** (:class:`SlotCache`): preallocated keys and values in chunks of
+  :data:`CHUNK` columns (``[layers, chunks, slots, kv_heads, ...]``, so attention's per-chunk
+  products read the cache in place); a sequence lives in one slot with its token ``i`` at
+  column ``i``. A decode step writes one column per row in place (no per-step concatenation or
+  padding copies), and grouped-query attention reads the shared KV heads directly (no
+  ``repeat_kv``).
 - **Packed prefill**: the new tokens of several sequences are run as one ``[tokens, hidden]``
   batch through the linear layers (no padding); attention is computed per sequence against its
-  own slot, and only the last position of each sequence is unembedded.
+  own slot (query blocks of similar length batched in one product), and only the last position
+  of each sequence is unembedded.
 - **Batch invariance**: every number a sequence gets depends on its own tokens only, never on
   which other sequences share the pass, whether its prefix came from a cache, or how many of its
   tokens were processed at once. Three rules make that hold on CPU BLAS, where the summation
