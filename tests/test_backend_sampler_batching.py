@@ -17,7 +17,7 @@ from backend_fixtures import TINY, encode, make_service
 from tinker import types
 
 from backend import LocalSamplingClient, LocalServiceClient
-from backend.local._decoder import PrefillRow, SlotDecoder
+from backend.local._decoder import PrefillRow, SlotCache, SlotDecoder
 from backend.local._sampler import draw_categorical
 from backend.local._weights import pristine_base
 
@@ -307,3 +307,22 @@ def test_decoder_blocks_its_products_where_rows_vary(monkeypatch: pytest.MonkeyP
             cache.ensure(3, 128)
             outs.append(decoder.prefill(cache, [PrefillRow(i, 0, s) for i, s in enumerate(seqs)]))
     assert torch.allclose(outs[0], outs[1], atol=1e-4)
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 150])
+def test_slot_cache_blocks_round_trip_across_chunks(length: int) -> None:
+    """KV blocks written into a slot, copied to another and grown with the storage read back as
+    written, whole chunks and a partial last one alike; columns past them are left alone."""
+    cache = SlotCache(layers=2, kv_heads=3, head_dim=4, dtype=torch.bfloat16)
+    cache.ensure(3, length + 1)
+    block = torch.randn(2, 2, 3, length, 4).to(torch.bfloat16)
+    other = torch.randn(2, 2, 3, length + 1, 4).to(torch.bfloat16)
+    cache.write(2, other)
+    cache.write(0, block)
+    assert torch.equal(cache.read(0, length), block)
+    cache.copy(0, 2, length)
+    assert torch.equal(cache.read(2, length), block)
+    assert torch.equal(cache.read(2, length + 1)[:, :, :, length], other[:, :, :, length])
+    cache.ensure(5, 2 * cache.capacity)  # growth keeps what was written
+    assert torch.equal(cache.read(0, length), block)
+    assert torch.equal(cache.read(2, length), block)

@@ -2,14 +2,16 @@
 
 The sampling engine runs the model through :class:`SlotDecoder` instead of ``model(...)``:
 
-- **Slot KV cache** (:class:`SlotCache`): preallocated keys ``[layers, slots, kv_heads, head_dim,
-  capacity]`` (transposed) and values ``[layers, slots, kv_heads, capacity, head_dim]``; a
-  sequence lives in one slot with its token ``i`` at column ``i``. A
-  decode step writes one column per row in place (no per-step concatenation or padding copies),
-  and grouped-query attention reads the shared KV heads directly (no ``repeat_kv``).
+- **Slot KV cache** (:class:`SlotCache`): preallocated keys and values in chunks of
+  :data:`CHUNK` columns (``[layers, chunks, slots, kv_heads, ...]``, so attention's per-chunk
+  products read the cache in place); a sequence lives in one slot with its token ``i`` at
+  column ``i``. A decode step writes one column per row in place (no per-step concatenation or
+  padding copies), and grouped-query attention reads the shared KV heads directly (no
+  ``repeat_kv``).
 - **Packed prefill**: the new tokens of several sequences are run as one ``[tokens, hidden]``
   batch through the linear layers (no padding); attention is computed per sequence against its
-  own slot, and only the last position of each sequence is unembedded.
+  own slot (query blocks of similar length batched in one product), and only the last position
+  of each sequence is unembedded.
 - **Batch invariance**: every number a sequence gets depends on its own tokens only, never on
   which other sequences share the pass, whether its prefix came from a cache, or how many of its
   tokens were processed at once. Three rules make that hold on CPU BLAS, where the summation
@@ -186,10 +188,16 @@ class _Layer:
 
 
 class SlotCache:
-    """KV storage of the running sequences: keys transposed, ``keys[layer, slot, kv_head, dim,
-    column]``, and ``values[layer, slot, kv_head, column, dim]`` (attention's two products then
-    read their right operand row-major: queries @ keys is ~1.4x faster than against keys stored
-    as values are).
+    """KV storage of the running sequences, in chunks of :data:`CHUNK` columns: keys transposed,
+    ``keys[layer, chunk, slot, kv_head, dim, column]``, and ``values[layer, chunk, slot, kv_head,
+    column, dim]`` (column ``c`` of a sequence is column ``c % CHUNK`` of chunk ``c // CHUNK``).
+
+    Why this layout: attention runs one product per chunk of keys and of values, and each reads
+    its block in place: a chunk of the first ``n`` slots, ``keys[layer, chunk, :n]``, is
+    contiguous. PyTorch's bfloat16 products on CPU copy any operand that is not (a slice of the
+    key columns of ``[slot, kv_head, dim, column]`` storage is not), and those copies cost a
+    quarter of a bfloat16 decode step; float32 products read strided operands as they are. The
+    products' shapes are the ones a contiguous copy would give, so the numbers are the same.
 
     Grows (never shrinks) to the slots and columns asked for; new storage is zeroed, so columns a
     sequence never wrote hold finite values (masked attention multiplies them by exact zeros).
@@ -206,25 +214,26 @@ class SlotCache:
     @property
     def slots(self) -> int:
         """Slots allocated."""
-        return 0 if self.values is None else self.values.shape[1]
+        return 0 if self.values is None else self.values.shape[2]
 
     @property
     def capacity(self) -> int:
         """Columns (token positions) per slot."""
-        return 0 if self.values is None else self.values.shape[3]
+        return 0 if self.values is None else self.values.shape[1] * CHUNK
 
     def ensure(self, slots: int, columns: int) -> None:
         """Make room for ``slots`` slots of ``columns`` positions (copies what is there on growth)."""
         if slots <= self.slots and columns <= self.capacity:
             return
         new_slots = max(slots, self.slots)
-        new_cols = max(round_up(columns, 256), self.capacity)
+        chunks = max(round_up(columns, 256), self.capacity) // CHUNK
         layers, heads, dim = self.shape
-        keys = torch.zeros(layers, new_slots, heads, dim, new_cols, dtype=self.dtype)
-        values = torch.zeros(layers, new_slots, heads, new_cols, dim, dtype=self.dtype)
+        keys = torch.zeros(layers, chunks, new_slots, heads, dim, CHUNK, dtype=self.dtype)
+        values = torch.zeros(layers, chunks, new_slots, heads, CHUNK, dim, dtype=self.dtype)
         if self.keys is not None and self.values is not None:
-            keys[:, : self.slots, :, :, : self.capacity] = self.keys
-            values[:, : self.slots, :, : self.capacity] = self.values
+            old_chunks, old_slots = self.keys.shape[1], self.keys.shape[2]
+            keys[:, :old_chunks, :old_slots] = self.keys
+            values[:, :old_chunks, :old_slots] = self.values
         self.keys, self.values = keys, values
 
     def release(self) -> None:
@@ -234,22 +243,52 @@ class SlotCache:
     def read(self, slot: int, length: int) -> torch.Tensor:
         """A copy of the first ``length`` columns of ``slot``: ``[layers, 2, kv_heads, length, dim]``."""
         assert self.keys is not None and self.values is not None
-        keys = self.keys[:, slot, :, :, :length].transpose(-1, -2)
-        return torch.stack([keys, self.values[:, slot, :, :length]], 1)
+        layers, heads, dim = self.shape
+        chunks = -(-length // CHUNK)
+        # [layers, chunks, kv, dim, CHUNK] -> [layers, kv, chunks * CHUNK, dim]
+        keys = self.keys[:, :chunks, slot].permute(0, 2, 1, 4, 3).reshape(layers, heads, -1, dim)
+        values = self.values[:, :chunks, slot].permute(0, 2, 1, 3, 4).reshape(layers, heads, -1, dim)
+        return torch.stack([keys[:, :, :length], values[:, :, :length]], 1)
 
     def write(self, slot: int, kv: torch.Tensor) -> None:
         """Put ``kv`` (``[layers, 2, kv_heads, n, dim]``) into the first ``n`` columns of ``slot``."""
         assert self.keys is not None and self.values is not None
+        layers, heads, dim = self.shape
         n = kv.shape[3]
-        self.keys[:, slot, :, :, :n] = kv[:, 0].transpose(-1, -2)
-        self.values[:, slot, :, :n] = kv[:, 1]
+        full = n // CHUNK  # whole chunks, then the columns of a last partial one
+        if full:
+            blocks = kv[:, :, :, : full * CHUNK].reshape(layers, 2, heads, full, CHUNK, dim)
+            self.keys[:, :full, slot] = blocks[:, 0].permute(0, 2, 1, 4, 3)
+            self.values[:, :full, slot] = blocks[:, 1].permute(0, 2, 1, 3, 4)
+        rest = n - full * CHUNK
+        if rest:
+            self.keys[:, full, slot, :, :, :rest] = kv[:, 0, :, full * CHUNK :].transpose(-1, -2)
+            self.values[:, full, slot, :, :rest] = kv[:, 1, :, full * CHUNK :]
 
     def copy(self, src: int, dst: int, length: int) -> None:
         """Copy the first ``length`` columns of slot ``src`` into slot ``dst``."""
         assert self.keys is not None and self.values is not None
-        if src != dst and length > 0:
-            self.keys[:, dst, :, :, :length] = self.keys[:, src, :, :, :length]
-            self.values[:, dst, :, :length] = self.values[:, src, :, :length]
+        if src == dst or length <= 0:
+            return
+        full = length // CHUNK
+        if full:
+            self.keys[:, :full, dst] = self.keys[:, :full, src]
+            self.values[:, :full, dst] = self.values[:, :full, src]
+        rest = length - full * CHUNK
+        if rest:
+            self.keys[:, full, dst, :, :, :rest] = self.keys[:, full, src, :, :, :rest]
+            self.values[:, full, dst, :, :rest] = self.values[:, full, src, :, :rest]
+
+
+@dataclass(frozen=True)
+class _QueryBucket:
+    """Query blocks of a prefill attended together (:meth:`SlotDecoder._query_buckets`)."""
+
+    slots: torch.Tensor  # [blocks] the slot of each block
+    gather: torch.Tensor  # [blocks * longest] packed token of each query row (padding: 0)
+    bias: torch.Tensor  # [blocks, 1, rows, span]
+    valid: torch.Tensor  # indices of the real query rows in [blocks * longest]
+    packed: torch.Tensor  # their packed tokens
 
 
 @dataclass(frozen=True)
@@ -364,29 +403,22 @@ class SlotDecoder:
             tokens += row.tokens
             slots += [row.slot] * len(row.tokens)
             positions += range(row.start, row.start + len(row.tokens))
-        # (slot, first packed token, query count, mask bias): queries in blocks of QUERY_BLOCK.
-        spans: list[tuple[int, int, int, torch.Tensor]] = []
-        offset = 0
-        for row in rows:
-            count = len(row.tokens)
-            for q0 in range(0, count, QUERY_BLOCK):
-                n = min(count - q0, QUERY_BLOCK)
-                spans.append((row.slot, offset + q0, n, self._prefill_bias(row.start + q0, n)))
-            offset += count
+        buckets = self._query_buckets(rows)
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
             assert cache.keys is not None and cache.values is not None
             out = q.new_zeros(q.shape[0], self.n_heads * self.head_dim)
-            for slot, first, count, bias in spans:
-                keys = cache.keys[layer, slot, :, :, : bias.shape[-1]]
-                values = cache.values[layer, slot, :, : bias.shape[-1]]
-                qs = q[first : first + count]  # [count, heads, dim]
-                # [kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
-                qs = qs.view(count, self.n_kv, self.groups, self.head_dim).permute(1, 0, 2, 3)
-                qs = qs.reshape(self.n_kv, count * self.groups, self.head_dim)
-                att = self._attention(qs[None], keys[None], values[None], bias[None, None])[0]
-                att = att.view(self.n_kv, count, self.groups, self.head_dim).permute(1, 0, 2, 3)
-                out[first : first + count] = att.reshape(count, -1)
+            for b in buckets:
+                n, count = b.slots.shape[0], b.gather.shape[0] // b.slots.shape[0]
+                # [n, kv, count * groups, dim]: query (t, g) of kv head h is row t * groups + g.
+                qs = q[b.gather].view(n, count, self.n_kv, self.groups, self.head_dim)
+                qs = qs.permute(0, 2, 1, 3, 4).reshape(n, self.n_kv, count * self.groups, self.head_dim)
+                chunks = b.bias.shape[-1] // CHUNK
+                keys = cache.keys[layer, :chunks].index_select(1, b.slots)  # [chunks, n, kv, dim, CHUNK]
+                values = cache.values[layer, :chunks].index_select(1, b.slots)
+                att = self._attention(qs, keys, values, b.bias)
+                att = att.view(n, self.n_kv, count, self.groups, self.head_dim).permute(0, 2, 1, 3, 4)
+                out[b.packed] = att.reshape(n * count, -1)[b.valid]
             return out
 
         hidden = self._run(cache, tokens, slots, positions, attend)
@@ -406,8 +438,8 @@ class SlotDecoder:
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
             assert cache.keys is not None and cache.values is not None
-            keys = cache.keys[layer, :batch, :, :, :span]
-            values = cache.values[layer, :batch, :, :span]
+            keys = cache.keys[layer, :, :batch]  # [chunks, batch, kv, dim, CHUNK]
+            values = cache.values[layer, :, :batch]
             qs[:, :, : self.groups] = q[:batch].view(batch, self.n_kv, self.groups, self.head_dim)
             att = self._attention(qs, keys, values, bias)[:, :, : self.groups].reshape(batch, -1)
             if q.shape[0] == batch:
@@ -418,39 +450,71 @@ class SlotDecoder:
         return self._logits(hidden[:batch])
 
     # ------------------------------------------------------------------ pieces
-    def _prefill_bias(self, start: int, count: int) -> torch.Tensor:
-        """``[count * groups, span]`` (see :func:`_mask_bias`): query row ``t * groups + g`` sees
-        columns ``<= start + t``."""
-        span = key_span(start + count)
-        limit = torch.arange(start, start + count).repeat_interleave(self.groups)
-        mask = torch.arange(span)[None, :] <= limit[:, None]
-        rows = mask.shape[0]
-        if rows < 4:  # pad the query rows (see decode); padding rows see column 0 only
-            pad = torch.zeros(4 - rows, span, dtype=torch.bool)
-            pad[:, 0] = True
-            mask = torch.cat([mask, pad])
-        return _mask_bias(mask)
+    def _query_buckets(self, rows: list[PrefillRow]) -> list[_QueryBucket]:
+        """The query blocks of a prefill (at most :data:`QUERY_BLOCK` tokens of a sequence each)
+        in buckets of blocks at least half as long as the bucket's longest: one batched attention
+        per bucket and layer, where a product per block cost more in calls than in arithmetic."""
+        blocks: list[tuple[int, int, int, int]] = []  # (slot, first packed token, count, position)
+        offset = 0
+        for row in rows:
+            count = len(row.tokens)
+            blocks += [
+                (row.slot, offset + q0, min(count - q0, QUERY_BLOCK), row.start + q0)
+                for q0 in range(0, count, QUERY_BLOCK)
+            ]
+            offset += count
+        blocks.sort(key=lambda b: -b[2])
+        buckets = []
+        i = 0
+        while i < len(blocks):
+            j = i + 1
+            while j < len(blocks) and 2 * blocks[j][2] >= blocks[i][2]:
+                j += 1
+            buckets.append(self._query_bucket(blocks[i:j]))
+            i = j
+        return buckets
+
+    def _query_bucket(self, blocks: list[tuple[int, int, int, int]]) -> _QueryBucket:
+        slot, first, count, start = (torch.tensor(c) for c in zip(*blocks, strict=True))
+        longest = int(count.max())
+        t = torch.arange(longest)
+        valid = t[None, :] < count[:, None]  # [blocks, longest]: real query tokens
+        gather = torch.where(valid, first[:, None] + t, 0).reshape(-1)
+        # Bias [blocks, 1, rows, span] (see _mask_bias): row t * groups + g of a block sees
+        # columns <= its position; padding rows (past the block's tokens, and up to 4 rows: see
+        # decode) see column 0 only.
+        rows = torch.arange(max(longest * self.groups, 4))
+        token = rows // self.groups
+        cols = torch.arange(key_span(int((start + count).max())))
+        seen = cols <= (start[:, None] + token)[:, :, None]
+        visible = torch.where((token < count[:, None])[:, :, None], seen, cols == 0)
+        flat = valid.reshape(-1).nonzero()[:, 0]
+        return _QueryBucket(slot, gather, _mask_bias(visible)[:, None], flat, gather[flat])
 
     def _attention(
         self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor
     ) -> torch.Tensor:
-        """``q [b, kv, m, d]`` against ``keys [b, kv, d, span]`` (transposed) and ``values
-        [b, kv, span, d]``; ``bias`` (:func:`_mask_bias`) broadcasts to ``[b, kv, m, span]``. Rows
-        of ``q`` beyond the bias's rows are padding."""
+        """``q [b, kv, m, d]`` against the cache's chunks ``keys [chunks, b, kv, d, CHUNK]``
+        (transposed) and ``values [chunks, b, kv, CHUNK, d]`` (:class:`SlotCache`); ``bias``
+        (:func:`_mask_bias`) broadcasts to ``[b, kv, m, span]`` and says how many chunks are
+        read (``span / CHUNK``). Rows of ``q`` beyond the bias's rows are padding."""
         m = q.shape[2]
         if bias.shape[-2] > m:  # the mask was padded for a short query block
             q = torch.cat([q, q.new_zeros(*q.shape[:2], bias.shape[-2] - m, q.shape[3])], 2)
-        scores = torch.matmul(q, keys).float().mul_(self.scaling).add_(bias)
+        chunks = range(bias.shape[-1] // CHUNK)
+        # One product per chunk of keys, each reading its block in place; a score's sum over
+        # the head dimension is the same whichever columns share its product.
+        scores = torch.cat([torch.matmul(q, keys[c]) for c in chunks], -1)
+        scores = scores.float().mul_(self.scaling).add_(bias)
         probs = torch.softmax(scores, -1).to(values.dtype)
         b, h, rows, span = probs.shape
         # Sum over keys chunk by chunk in a fixed order: invariant to how many masked chunks
-        # follow (each adds exact zeros). One product per chunk reads the cache in place (a
-        # single product over chunk-shaped views would first copy the values).
+        # follow (each adds exact zeros).
         p3 = probs.view(b * h, rows, span)
-        v3 = values.reshape(b * h, span, values.shape[-1])
-        out = torch.bmm(p3[:, :, :CHUNK], v3[:, :CHUNK])
-        for c0 in range(CHUNK, span, CHUNK):
-            out.baddbmm_(p3[:, :, c0 : c0 + CHUNK], v3[:, c0 : c0 + CHUNK])
+        dim = values.shape[-1]
+        out = torch.bmm(p3[:, :, :CHUNK], values[0].reshape(b * h, CHUNK, dim))
+        for c in chunks[1:]:
+            out.baddbmm_(p3[:, :, c * CHUNK : (c + 1) * CHUNK], values[c].reshape(b * h, CHUNK, dim))
         return out.view(b, h, rows, -1)[:, :, :m]
 
     def _run(
@@ -467,6 +531,7 @@ class SlotDecoder:
         pos = torch.tensor(positions + [0] * (rows - n))
         slot_idx = torch.tensor(slots)
         write_pos = pos[:n]
+        chunk, column = write_pos // CHUNK, write_pos % CHUNK
         cos = self.cos[pos][:, None, :]
         sin_rot = self.sin_rot[pos][:, None, :]
         heads = self.n_heads + self.n_kv  # rotated: the queries and the keys
@@ -480,8 +545,8 @@ class SlotDecoder:
             qk = qk * cos + torch.roll(qk, d // 2, -1) * sin_rot
             q, k = qk[:, : self.n_heads], qk[:, self.n_heads :]
             v = qkv[:, heads * d :].view(rows, self.n_kv, d)
-            cache.keys[i, slot_idx, :, :, write_pos] = k[:n]
-            cache.values[i, slot_idx, :, write_pos] = v[:n]
+            cache.keys[i][chunk, slot_idx, :, :, column] = k[:n]
+            cache.values[i][chunk, slot_idx, :, column] = v[:n]
             hidden = layer.o.add(attend(i, q), hidden)
             x = layer.post_norm(hidden)
             if self.silu:  # the activation, product and residual run in the products' kernels
