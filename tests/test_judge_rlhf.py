@@ -202,8 +202,8 @@ def test_bad_rm_comparisons_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
     """``rl_reward=rules``: RL optimises the held-out judge's checks on the train prompts (the
-    ceiling of the RL budget), GRPO's std-normalised advantages on; the reward model is still
-    trained and measured, and the judgement runs as for RLHF."""
+    ceiling of the RL budget), GRPO's std-normalised advantages and the KL penalty to the SL policy
+    on; the reward model is still trained and measured, and the judgement runs as for RLHF."""
     args = [
         f"log_path={tmp_path}",
         f"model_name={TINY}",
@@ -216,6 +216,7 @@ def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
         "rl_group_size=2",
         "rl_reward=rules",
         "rl_advantage_normalize_std=true",
+        "rl_kl_penalty_coef=0.1",
         "max_tokens=4",
         "eval_samples=1",
     ]
@@ -223,15 +224,25 @@ def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
     rl_config = json.loads((tmp_path / "rl" / "config.json").read_text())
     assert "completer='rules'" in rl_config["judge"]  # the config is written as its repr
     assert rl_config["advantage_normalize_std"] is True
+    assert rl_config["kl_penalty_coef"] == 0.1  # the KL penalty to the SL policy, saved when RL starts
+    assert (tmp_path / "rl" / "kl_reference.json").is_file()
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
     ]
     assert rl_rows[0]["env/all/judge/errors"] == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["rm"]["steps"] == 1 and summary["judgement"]["pairs"] == 2
+    trained = [r for r in rl_rows if r["datums"] > 0]
+    assert summary["rl"]["kl_policy_base"] == [r["kl_policy_base"] for r in trained]
 
 
 def test_bad_rl_reward_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rl_reward=local:judge"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "rl_reward must be 'rm' or a rules spec" in err
+
+
+def test_negative_rl_kl_penalty_coef_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rl_kl_penalty_coef=-0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rl_kl_penalty_coef must be >= 0" in err

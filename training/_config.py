@@ -220,6 +220,12 @@ class Config:
     """Drop groups whose trajectories all got the same reward (they carry no gradient)."""
     advantage_normalize_std: bool = False
     """Divide each group's centred advantages by its reward std (``rollout.AdvantageConfig.normalize_std``)."""
+    kl_penalty_coef: float = 0.0
+    """KL penalty to the policy RL started from (the loaded checkpoint or the new adapter, after
+    any warm start): each step adds ``coef * (mean_diff - diff)`` to every sampled token's
+    advantage, ``diff = logp_policy - logp_reference`` (the cookbook's ``incorporate_kl_penalty``;
+    metric ``kl_policy_base``). Lets a higher learning rate follow the reward without drifting from
+    the reference where the reward cannot see. 0: off (the datums are untouched)."""
     advantage_discount: float | None = None
     """Per-turn discounting: turn ``t`` gets ``G_t - mean_group(G_0)`` with ``G_t`` the return from
     ``t`` discounted by this factor per turn (``rollout.AdvantageConfig.discount``; None: one
@@ -322,6 +328,7 @@ class Config:
         _non_negative("train_transcripts", self.train_transcripts)
         _non_negative("keep_last", self.keep_last)
         _non_negative("time_budget_minutes", self.time_budget_minutes)
+        _non_negative("kl_penalty_coef", self.kl_penalty_coef)
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"eval_batches must be >= 1 or None, got {self.eval_batches}")
         _non_negative("compaction_period", self.compaction_period)

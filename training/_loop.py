@@ -7,7 +7,8 @@ One step ``s`` (the policy has had ``s`` updates when it starts):
    max_steps_off_policy`` (``j = 0``: on-policy; with ``k > 0`` the next ``k`` batches are
    sampled in the background while this one trains);
 3. drop constant-reward groups, assemble datums with group-centred advantages (cookbook data
-   processing), enqueue ``forward_backward`` and ``optim_step`` back to back, then await both;
+   processing), add the KL penalty to the reference policy when ``kl_penalty_coef > 0``
+   (``training._kl``), enqueue ``forward_backward`` and ``optim_step`` back to back, then await both;
 4. KL between sampler and trainer logprobs (``optim/kl_sample_train_v1/v2``), new sampler;
 5. append the row of step ``s`` to ``metrics.jsonl``, redraw the curve, and save a checkpoint
    (``batch = s + 1``) when due.
@@ -40,6 +41,7 @@ from training._config import Config, ConfigError, check_data
 from training._episodes import EVAL_EPISODES_FILE, write_eval_episodes
 from training._evaluators import build_evaluators, named_builders, run_evaluators
 from training._executors import RolloutExecutor, WorkerSampler, open_executor, saved_sampler
+from training._kl import apply_kl_penalty, reference_client
 from training._logging import (
     CONFIG_FILE,
     EVAL_FILE,
@@ -405,6 +407,8 @@ class _Run:
         self.training_client: Any = None
         self.sampling_client: Any = None
         self.sampler_step = 0
+        self.kl_reference: Any = None
+        """Sampling client of the KL penalty's reference policy (None: ``kl_penalty_coef == 0``)."""
         self.service: Any = None
         self.executor: RolloutExecutor | None = None
         """Where group rollouts run (``config.rollout_executor``; None: in this process)."""
@@ -516,6 +520,8 @@ class _Run:
                 logger.info("warm start: %s", warm)
                 write_json_atomic(log_path / WARM_START_FILE, warm)
                 await self._refresh_sampler(start)
+            if config.kl_penalty_coef > 0 and start < end:
+                self.kl_reference = await reference_client(self.training_client, service, log_path)
             async with anyio.create_task_group() as tg:
                 pending: dict[int, _Pending] = {}
                 for step in range(start, end):
@@ -657,6 +663,7 @@ class _Run:
         ) / end  # the names the cookbook's runs (and the docs' sweep script) use
         if datums:
             metrics["train_mean_nll"] = sampled_mean_nll(datums)
+            metrics.update(await apply_kl_penalty(datums, self.kl_reference, config.kl_penalty_coef))
         if not datums:
             self._warn_no_datum(step, batch.groups)
         lr = config.lr_at(step)

@@ -142,6 +142,11 @@ class RlhfConfig:
     rl_advantage_normalize_std: bool = False
     """Divide each group's centred rewards by their std (GRPO's advantage; ``training.Config``'s
     ``advantage_normalize_std``)."""
+    rl_kl_penalty_coef: float = 0.0
+    """KL penalty to the SL policy in RL (``training.Config``'s ``kl_penalty_coef``: each sampled
+    token's advantage is lowered by ``coef * (logp_policy - logp_SL)`` less its batch mean), so a
+    higher ``rl_learning_rate`` can follow the reward without drifting where the reward cannot see
+    (correctness on other prompts). 0: off."""
     max_tokens: int = 32
     """Tokens per answer (RL and the held-out judgement)."""
     temperature: float = 1.0
@@ -177,6 +182,8 @@ class RlhfConfig:
             raise ValueError(
                 f"rl_reward must be 'rm' or a rules spec ('rules[:checks]'), got {self.rl_reward!r}"
             )
+        if self.rl_kl_penalty_coef < 0:
+            raise ValueError(f"rl_kl_penalty_coef must be >= 0, got {self.rl_kl_penalty_coef}")
         if self.rl_group_size < 2:
             raise ValueError(f"rl_group_size must be >= 2 (pairs), got {self.rl_group_size}")
 
@@ -391,6 +398,7 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         load_checkpoint_path=sl_state,
         learning_rate=config.rl_learning_rate,
         advantage_normalize_std=config.rl_advantage_normalize_std,
+        kl_penalty_coef=config.rl_kl_penalty_coef,
         max_steps=config.rl_steps,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
@@ -429,6 +437,8 @@ def _rl_step(config: RlhfConfig, sl_state: str, rm_path: str, tasks: Path, out: 
         "steps": summary.end_step,
         "reward_first": rewards[0] if rewards else None,
         "reward_last": rewards[-1] if rewards else None,
+        # the cookbook's estimate of KL[policy || SL] at each step (rl_kl_penalty_coef > 0 only)
+        "kl_policy_base": [r["kl_policy_base"] for r in metrics if "kl_policy_base" in r],
         "seconds": time.monotonic() - t0,
     }
     record.write_text(json.dumps(result, indent=2))
