@@ -21,6 +21,8 @@ from typing import Any
 import tinker
 from tinker_cookbook.rl.metrics import incorporate_kl_penalty
 
+from training._logging import write_json_atomic
+
 KL_REFERENCE_FILE = "kl_reference.json"
 """The run folder's record of the reference policy's sampler path."""
 KL_REFERENCE_NAME = "kl_reference"
@@ -39,7 +41,7 @@ async def reference_client(training_client: Any, service: Any, log_path: Path) -
     else:
         saved = await training_client.save_weights_for_sampler(KL_REFERENCE_NAME).result_async()
         path = saved.path
-        record.write_text(json.dumps({"sampler_path": path}, indent=2) + "\n")
+        write_json_atomic(record, {"sampler_path": path})  # a crash mid-write must not break the resume
     return await service.create_sampling_client_async(model_path=path)
 
 
