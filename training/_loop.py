@@ -664,7 +664,7 @@ class _Run:
         if datums:
             metrics["train_mean_nll"] = sampled_mean_nll(datums)
             metrics.update(await apply_kl_penalty(datums, self.kl_reference, config.kl_penalty_coef))
-        if not datums:
+        else:
             self._warn_no_datum(step, batch.groups)
         lr = config.lr_at(step)
         if config.lr_scale_by_signal and batch.groups:
