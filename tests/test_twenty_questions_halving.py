@@ -66,3 +66,33 @@ def test_halving_player_beats_enumeration_where_enumeration_cannot_win():
 def test_halving_player_needs_candidates():
     with pytest.raises(ValueError):
         HalvingPlayer(())
+
+
+def test_exact_questions_keep_the_first_splits_in_half_and_the_noise_after():
+    """``split_noise=1, exact_questions=1``: the first question names half the words in every
+    game; later questions keep the noisy player's draws (the same as without ``exact_questions``)."""
+    candidates = tuple(pick_candidates(TRAIN_WORDS[0], 8, TRAIN_WORDS, seed=0))
+    opening: list[dict[str, str]] = [{"role": "user", "content": "Pick one."}]
+    firsts = {
+        HalvingPlayer(candidates, max_questions=4, split_noise=1.0, exact_questions=1, seed=s).next_text(
+            opening
+        )
+        for s in range(20)
+    }
+    assert firsts == {set_question(list(candidates[:4]))}
+    noisy = {
+        HalvingPlayer(candidates, max_questions=4, split_noise=1.0, seed=s).next_text(opening)
+        for s in range(20)
+    }
+    assert len(noisy) > 1  # without it the first split is drawn
+    later = [
+        *opening,
+        {"role": "assistant", "content": set_question(list(candidates[:4]))},
+        {"role": "user", "content": "No."},
+    ]
+    for s in range(20):
+        exact = HalvingPlayer(candidates, max_questions=4, split_noise=1.0, exact_questions=1, seed=s)
+        plain = HalvingPlayer(candidates, max_questions=4, split_noise=1.0, seed=s)
+        assert exact.next_text(later) == plain.next_text(later)
+    with pytest.raises(ValueError, match="exact_questions"):
+        HalvingPlayer(candidates, exact_questions=-1)

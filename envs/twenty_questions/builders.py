@@ -221,6 +221,8 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
     """Tinker service URL for the LLM answerer."""
     scripted_split_noise: float = 0.0
     """Warm-start games (:meth:`scripted_episodes`): the halving player's ``split_noise``."""
+    scripted_exact_questions: int = 0
+    """Warm-start games: the halving player's ``exact_questions`` (its first questions, noise-free)."""
 
     @chz.validate
     def _check(self) -> None:
@@ -300,6 +302,7 @@ class TwentyQuestionsDatasetBuilder(RLDatasetBuilder):
                     candidates,
                     max_questions=self.env.max_questions,
                     split_noise=self.scripted_split_noise,
+                    exact_questions=self.scripted_exact_questions,
                     seed=seed * 100_003 + i,
                 )
                 if candidates

@@ -113,6 +113,9 @@ class TwentyQuestionsData:
     words still possible at random instead of in half (0: exact halving, which leaves RL too
     little room; 1: a noisy player that teaches worse splits, which RL then has to unlearn; the
     main job's 0.3 sits between; the figures are in ``NOTES.md`` beside this package)."""
+    scripted_exact_questions: int = 0
+    """Warm start: the scripted player's first this many questions always halve the words (the
+    ``scripted_split_noise`` draws on later questions only)."""
 
     @chz.validate
     def _check(self) -> None:
@@ -121,3 +124,7 @@ class TwentyQuestionsData:
                 raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.scripted_split_noise <= 1.0:
             raise ValueError(f"data.scripted_split_noise must be in [0, 1], got {self.scripted_split_noise}")
+        if self.scripted_exact_questions < 0:
+            raise ValueError(
+                f"data.scripted_exact_questions must be >= 0, got {self.scripted_exact_questions}"
+            )

@@ -143,6 +143,9 @@ class HalvingPlayer(MessageCompleter):
     """Probability that a question names a random number of the words still possible (1 to all
     but one, uniformly) instead of half of them: a weaker player for warm starts that leave RL
     something to learn (1.0: every split is random)."""
+    exact_questions: int = 0
+    """The first this many questions always halve; ``split_noise`` draws on later ones only (so a
+    warm start can teach the first split exactly and leave RL the later ones)."""
     seed: int = 0
     """Seed of the random splits (the draw of turn ``t`` depends on ``seed`` and ``t`` only, so
     the player stays a function of the conversation)."""
@@ -152,6 +155,8 @@ class HalvingPlayer(MessageCompleter):
             raise ValueError("HalvingPlayer needs the candidate list")
         if not 0.0 <= self.split_noise <= 1.0:
             raise ValueError(f"split_noise must be in [0, 1], got {self.split_noise}")
+        if self.exact_questions < 0:
+            raise ValueError(f"exact_questions must be >= 0, got {self.exact_questions}")
 
     def next_text(self, messages: Sequence[Message]) -> str:
         """The player's next message."""
@@ -160,7 +165,7 @@ class HalvingPlayer(MessageCompleter):
         if len(remaining) <= 2 or self.max_questions - turns_used <= 1:
             return f"Guess: {remaining[0]}"
         named = len(remaining) // 2
-        if self.split_noise:
+        if self.split_noise and turns_used >= self.exact_questions:
             rng = random.Random(f"halving/{self.seed}/{turns_used}")
             if rng.random() < self.split_noise:
                 named = rng.randint(1, len(remaining) - 1)
