@@ -6,6 +6,7 @@ import asyncio
 import math
 
 import pytest
+from tinker_cookbook.renderers import Message
 
 from envs.twenty_questions import (
     TRAIN_WORDS,
@@ -72,7 +73,7 @@ def test_exact_questions_keep_the_first_splits_in_half_and_the_noise_after():
     """``split_noise=1, exact_questions=1``: the first question names half the words in every
     game; later questions keep the noisy player's draws (the same as without ``exact_questions``)."""
     candidates = tuple(pick_candidates(TRAIN_WORDS[0], 8, TRAIN_WORDS, seed=0))
-    opening: list[dict[str, str]] = [{"role": "user", "content": "Pick one."}]
+    opening: list[Message] = [{"role": "user", "content": "Pick one."}]
     firsts = {
         HalvingPlayer(candidates, max_questions=4, split_noise=1.0, exact_questions=1, seed=s).next_text(
             opening
@@ -85,7 +86,7 @@ def test_exact_questions_keep_the_first_splits_in_half_and_the_noise_after():
         for s in range(20)
     }
     assert len(noisy) > 1  # without it the first split is drawn
-    later = [
+    later: list[Message] = [
         *opening,
         {"role": "assistant", "content": set_question(list(candidates[:4]))},
         {"role": "user", "content": "No."},
