@@ -16,6 +16,11 @@
    Both sides are warmed up on a short run of the same workload first; runs are interleaved.
 3. Prefix reuse: one 10-turn conversation with the prefix cache on vs off; prefilled tokens.
 4. Logprob agreement: sampled logprobs vs a clean forward pass on the same tokens (max abs gap).
+5. The fraction's ceiling on this machine: ours's passes (its decode steps and prefill passes, at
+   their mean sizes) replayed through the sampler's own linear products and norms alone, with no
+   attention, cache, draw or bookkeeping. A decode step's 32 rows run these products at a lower
+   rate per token than the forward's 1,024, so this bounds what any sampler built on them can
+   reach, whatever its attention costs.
 
 The peer (and every other torch call of this script) runs on the backend's compute thread, as
 ours does, so the process has one OpenMP thread pool (a second one slows both sides: see
@@ -24,9 +29,10 @@ ours does, so the process has one OpenMP thread pool (a second one slows both si
 Run: ``nice .venv/bin/python bench/local_sampler.py [--quick]`` (``--quick``: the tiny test model,
 4 x 2 x 4; no figure to compare). The last line is
 ``ratio_vs_hf_batched=<x> fraction_of_forward_throughput=<y> fraction_of_forward_throughput_auto=<a>
-ratio_prefill_tokens_reuse_vs_none=<z>``, ``y`` in float32 and ``a`` in the dtype ``auto`` picks
-(named on the line before; ``a = y`` where that is float32) (goals: x >= 3, y and a >= 0.5 on
-32 x 8 x 16).
+ratio_prefill_tokens_reuse_vs_none=<z> fraction_ceiling_products_only=<c>
+fraction_ceiling_products_only_auto=<ca>``, ``y`` and ``c`` in float32, ``a`` and ``ca`` in the
+dtype ``auto`` picks (named in the output; equal where that is float32) (goals: x >= 3, y and a >=
+0.5 on 32 x 8 x 16; ``c`` and ``ca`` say whether 0.5 is within reach here).
 
 The figures measured so far, by machine, are in ``docs/measurements.md``.
 """
@@ -49,8 +55,10 @@ import torch
 from tinker import types
 
 from backend import SMOLLM2, TINY, LocalSamplingClient, LocalServiceClient, load_tokenizer
+from backend.local._decoder import SlotDecoder
 from backend.local._device import run as on_compute_thread
 from backend.local._dtype import resolve_compute_dtype
+from backend.local._sampler import SamplerStats
 from backend.local._weights import pristine_base
 
 SYSTEM = "You are a concise, helpful assistant."
@@ -109,6 +117,45 @@ def forward_throughput(model, repeats: int) -> float:
             model(input_ids=x)
             best = min(best, time.perf_counter() - t0)
     return x.numel() / best
+
+
+def products_only_seconds(decoder: SlotDecoder, stats: SamplerStats, requests_per_prefill: int) -> float:
+    """Seconds the passes of a run (``stats``) would take if only their products and norms cost time.
+
+    Each pass is replayed through the sampler's own (prepacked) linear products, norms and
+    unembedding, with no attention, no KV cache, no draw and no bookkeeping: the decode steps at
+    their mean batch, the prefill passes at their mean tokens (their last ``requests_per_prefill``
+    rows unembedded). No sampler of this model, with these products, can run the run's passes
+    faster, so ``sampled tokens / this / forward throughput`` is the ceiling of the fraction.
+    """
+
+    def products(rows: int, head_rows: int) -> torch.Tensor:
+        hidden = torch.randn(max(rows, decoder.min_rows), decoder.embed.shape[1], dtype=decoder.dtype)
+        width = decoder.n_heads * decoder.head_dim
+        for layer in decoder.layers:
+            attention = layer.qkv(layer.input_norm(hidden))[:, :width].contiguous()  # stands in for it
+            hidden = layer.o.add(attention, hidden)
+            x = layer.post_norm(hidden)
+            hidden = layer.down.add(layer.up.mul(x, layer.gate.silu(x)), hidden)
+        return decoder._logits(decoder.norm(hidden)[:head_rows])
+
+    def seconds(rows: int, head_rows: int, repeats: int) -> float:
+        with torch.inference_mode():
+            products(rows, head_rows)
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                products(rows, head_rows)
+                best = min(best, time.perf_counter() - t0)
+        return best
+
+    decode_rows = max(1, round(stats.mean_batch_size))
+    total = stats.decode_steps * on_compute_thread(lambda: seconds(decode_rows, decode_rows, 10))
+    if stats.prefill_passes:
+        rows = max(1, round(stats.prefilled_tokens / stats.prefill_passes))
+        one = on_compute_thread(lambda: seconds(rows, min(rows, requests_per_prefill), 3))
+        total += stats.prefill_passes * one
+    return total
 
 
 def run_ours(sampler: LocalSamplingClient, work: Workload) -> tuple[float, float]:
@@ -251,6 +298,7 @@ def main() -> int:
         for dtype, s in samplers.items():
             runs.append((f"ours ({dtype})", s, lambda s=s: run_ours(s, work)))
     results: dict[str, list[tuple[float, float]]] = {}
+    run_stats: dict[str, SamplerStats] = {}
     for name, client, fn in runs:
         if client is not None:
             client.engine.reset_stats()
@@ -259,6 +307,7 @@ def main() -> int:
         extra = ""
         if client is not None:
             st = client.stats
+            run_stats[name] = copy.copy(st)
             extra = (
                 f" (prefilled {st.prefilled_tokens}, reused {st.reused_tokens}, {st.prefill_passes} prefill"
                 f" passes {st.prefill_s:.1f} s, {st.decode_steps} decode steps {st.decode_s:.1f} s, mean decode"
@@ -280,6 +329,17 @@ def main() -> int:
         + ", ".join(f"{ours_tps[d]:.1f} tok/s ({d}, {fraction[d]:.3f} of its forward)" for d in dtypes)
     )
 
+    ceiling = {
+        d: work.sampled_tokens
+        / products_only_seconds(samplers[d].engine.decoder, run_stats[f"ours ({d})"], work.conversations)
+        / fwd[d]
+        for d in dtypes
+    }
+    print(
+        "ceiling, the same passes with only their products and norms costing time: "
+        + ", ".join(f"{ceiling[d]:.3f} of the forward ({d})" for d in dtypes)
+    )
+
     gap = logprob_gap(sampler, model, work)
     print(f"max_abs_logprob_gap_sampler_vs_forward={gap:.2e}")
     plain = LocalServiceClient(prefix_cache_tokens=0).create_sampling_client(base_model=model_name).result()
@@ -293,7 +353,9 @@ def main() -> int:
         f"ratio_vs_hf_batched={ours_tps['float32'] * best[peer] / work.sampled_tokens:.2f} "
         f"fraction_of_forward_throughput={fraction['float32']:.3f} "
         f"fraction_of_forward_throughput_auto={fraction[auto]:.3f} "
-        f"ratio_prefill_tokens_reuse_vs_none={pre_r / pre_n:.3f}"
+        f"ratio_prefill_tokens_reuse_vs_none={pre_r / pre_n:.3f} "
+        f"fraction_ceiling_products_only={ceiling['float32']:.3f} "
+        f"fraction_ceiling_products_only_auto={ceiling[auto]:.3f}"
     )
     return 0
 
