@@ -194,6 +194,40 @@ def test_label_answers_keeps_only_clear_length_pairs() -> None:
     assert len(everything) == len(rows) + 1  # only the 2-word gap left out at 3
 
 
+def test_rm_comparisons_are_the_shipped_ones_with_sentence_pairs_the_rules_agree_with() -> None:
+    from envs.judge.comparisons import (
+        COMPARISONS_FILE,
+        RM_COMPARISONS_FILE,
+        load_comparisons,
+        sentence_comparisons,
+    )
+    from envs.judge.preference import PROMPTS_FILE
+    from envs.judge.rules import RuleJudge
+
+    shipped = load_comparisons(COMPARISONS_FILE)
+    wide = load_comparisons(RM_COMPARISONS_FILE)
+    assert wide == sentence_comparisons(shipped)  # the shipped file is regenerated, not hand-edited
+    assert [r for r in wide if r in shipped] == shipped  # every shipped comparison kept, in order
+    prompts = {r["comparison"]["prompt_conversation"][0]["content"] for r in shipped}
+    two = sum(
+        sum(r["comparison"]["prompt_conversation"][0]["content"] == p for r in shipped) == 2 for p in prompts
+    )
+    assert len(wide) == len(shipped) + 4 * two
+    references = {
+        row["prompt"]: row.get("reference", [])
+        for row in map(json.loads, PROMPTS_FILE.read_text().splitlines())
+    }
+    judge, added = RuleJudge(), [r for r in wide if r not in shipped]
+    for row in added:  # the label is the held-out judge's verdict on every added pair
+        c = row["comparison"]
+        a, b = c["completion_A"][0]["content"], c["completion_B"][0]["content"]
+        assert judge.verdict(a, b, references[c["prompt_conversation"][0]["content"]])[0] == row["label"]
+    assert {r["label"] for r in added} == {"A", "B"}  # the better answer is not always in one place
+    giraffe = [r for r in added if "tallest animal" in r["comparison"]["prompt_conversation"][0]["content"]]
+    texts = [r["comparison"][k][0]["content"] for r in giraffe for k in ("completion_A", "completion_B")]
+    assert "The answer is Giraffe." in texts and "The answer is Water." in texts
+
+
 def test_bad_rm_comparisons_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rm_comparisons=humans"]) == 2
     err = capsys.readouterr().err.strip()
@@ -209,7 +243,7 @@ def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
         f"model_name={TINY}",
         "lora_rank=2",
         "sft_steps=1",
-        "dataset_max_pairs=24",
+        "dataset_max_pairs=48",  # 8 prompts x 6 comparisons: 6 train prompts, 36 pairs
         "n_test_prompts=2",
         "rm_max_steps=1",
         "rl_steps=1",
@@ -234,6 +268,16 @@ def test_rl_against_the_rules_ceiling(tmp_path: Path) -> None:
     assert summary["rm"]["steps"] == 1 and summary["judgement"]["pairs"] == 2
     trained = [r for r in rl_rows if r["datums"] > 0]
     assert summary["rl"]["kl_policy_base"] == [r["kl_policy_base"] for r in trained]
+
+
+def test_fewer_rm_pairs_than_a_batch_is_one_line_before_the_sl_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [f"log_path={tmp_path}", f"model_name={TINY}", "dataset_max_pairs=24", "n_test_prompts=2"]
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "12 train comparisons, fewer than rm_batch_size=16" in err
+    assert not (tmp_path / "sl").exists()  # nothing trained first
 
 
 def test_bad_rl_reward_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,10 +29,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envs.judge.rules import RuleJudge
 
-__all__ = ["COMPARISONS_FILE", "NAMED_DATASETS", "label_answers", "load_comparisons", "split_comparisons"]
+__all__ = [
+    "COMPARISONS_FILE",
+    "NAMED_DATASETS",
+    "RM_COMPARISONS_FILE",
+    "label_answers",
+    "load_comparisons",
+    "sentence_comparisons",
+    "split_comparisons",
+]
 
 COMPARISONS_FILE = Path(__file__).parent / "data" / "comparisons.jsonl"
 """The shipped comparisons (cookbook format)."""
+RM_COMPARISONS_FILE = Path(__file__).parent / "data" / "rm_comparisons.jsonl"
+"""The shipped comparisons and their :func:`sentence_comparisons` (268): the RLHF reward model's default."""
+_SENTENCES = ("The answer is {}.", "It is {}.", "I would say {}.", "My answer: {}.")
+_LONG = "{}, and there is a lot more that one could say about this question if there were time."
+_CUT = "The answer is {} because"
 NAMED_DATASETS = {
     "hhh": "HHHComparisonBuilder",
     "helpsteer3": "HelpSteer3ComparisonBuilder",
@@ -92,6 +105,57 @@ def _named_rows(name: str, max_pairs: int | None) -> list[dict[str, Any]]:
             if max_pairs is not None and len(rows) >= max_pairs:
                 return rows
     return rows
+
+
+def sentence_comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` in the shipped file's shape, each prompt followed by four comparisons in sentence form.
+
+    The shipped file gives a prompt two comparisons: its short right answer against an evasive
+    reply, and against a wrong one (another prompt's answer). A reward model trained on those
+    alone learns length: it scores a policy's one-sentence answers near chance on correctness
+    (``envs/judge/NOTES.md``). For a prompt with both, this adds, with the same words: the right
+    answer in a sentence against the wrong one in the same sentence; the right sentence against
+    the bare wrong word (correct beats short); the bare right word against it with a long tail
+    (both right: the shorter wins); the right sentence against it cut off (both right: the
+    finished one wins). The order of the rules judge's checks (correct, complete, concise), so
+    every label is the one ``rules`` gives. The sentence form and which side is ``A`` vary by
+    prompt."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(_prompt_key(row), []).append(row)
+    out: list[dict[str, Any]] = []
+    for i, group in enumerate(groups.values()):
+        out += group
+        winners = [_side(r, r["label"]) for r in group if r["label"] in ("A", "B")]
+        losers = [_side(r, "B" if r["label"] == "A" else "A") for r in group if r["label"] in ("A", "B")]
+        if len(winners) < 2:
+            continue
+        right, wrong = winners[0].rstrip("."), losers[1].rstrip(".")
+        sentence = _SENTENCES[i % len(_SENTENCES)]
+        pairs = [
+            (sentence.format(right), sentence.format(wrong)),
+            (sentence.format(right), f"{wrong}."),
+            (f"{right}.", _LONG.format(right)),
+            (sentence.format(right), _CUT.format(right)),
+        ]
+        prompt = group[0]["comparison"]["prompt_conversation"]
+        for k, (good, bad) in enumerate(pairs):
+            a, b, label = (good, bad, "A") if (k + i) % 2 else (bad, good, "B")
+            out.append(
+                {
+                    "comparison": {
+                        "prompt_conversation": prompt,
+                        "completion_A": [{"role": "assistant", "content": a}],
+                        "completion_B": [{"role": "assistant", "content": b}],
+                    },
+                    "label": label,
+                }
+            )
+    return out
+
+
+def _side(row: dict[str, Any], side: str) -> str:
+    return "".join(m["content"] for m in row["comparison"][f"completion_{side}"])
 
 
 def _prompt_key(row: dict[str, Any]) -> str:

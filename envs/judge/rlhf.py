@@ -9,7 +9,9 @@ On the embedded model, offline (``backend=local``), or on a service (``backend=t
    cookbook's ``swap``; the preference-model format: prompt,
    ``==== Completion A ====``, ``==== Completion B ====``, ``==== Preference ====``, then ``A`` or
    ``B``), a LoRA on the base model. Its comparisons (``rm_comparisons``): the train split of
-   ``dataset`` (default: the shipped ``data/comparisons.jsonl``; split by prompt,
+   ``dataset`` (default: the shipped ``data/rm_comparisons.jsonl``, ``data/comparisons.jsonl``
+   with four sentence-form comparisons per prompt, :func:`envs.judge.comparisons.sentence_comparisons`;
+   split by prompt,
    :func:`envs.judge.comparisons.split_comparisons`), and/or, as InstructGPT labelled its reward
    model's data (people ranking the SL policy's own samples), the SL policy's answers to the
    *train* prompts, every pair ranked by the ``rules`` checks against those prompts' reference
@@ -94,7 +96,7 @@ class RlhfConfig:
 
     # --- 2. reward model --------------------------------------------------------------------
     dataset: str = ""
-    """Comparisons: a JSONL in the cookbook's format (empty: the shipped ``comparisons.jsonl``) or
+    """Comparisons: a JSONL in the cookbook's format (empty: the shipped ``rm_comparisons.jsonl``) or
     ``hhh`` / ``helpsteer3`` / ``ultrafeedback`` (the cookbook's builders; need the network)."""
     dataset_max_pairs: int | None = None
     """Cap on the comparisons read."""
@@ -104,8 +106,9 @@ class RlhfConfig:
     """Reward-model learning rate (linear decay)."""
     rm_batch_size: int = 16
     """Comparisons per reward-model step (each in both orders)."""
-    rm_epochs: int = 1
-    """Passes over the train comparisons."""
+    rm_epochs: int = 3
+    """Passes over the train comparisons (three: after one, the reward model had learned length
+    but neither the finished-vs-cut pairs nor the right-vs-wrong words; ``envs/judge/NOTES.md``)."""
     rm_max_steps: int | None = None
     """Cap on reward-model steps."""
     rm_comparisons: str = "dataset"
@@ -299,6 +302,15 @@ async def rm_accuracy(model: Any, rows: Sequence[dict[str, Any]]) -> float:
     return sum(scores) / max(len(scores), 1)
 
 
+def _check_rm_batch(n_train: int, batch_size: int) -> None:
+    """The cookbook's comparison dataset drops a short last batch: fewer pairs than a batch would
+    train no step at all, and fail later on a missing metrics file."""
+    if n_train < batch_size:
+        raise ValueError(
+            f"the reward model has {n_train} train comparisons, fewer than rm_batch_size={batch_size}"
+        )
+
+
 def _rm_step(
     config: RlhfConfig, train_file: Path, test_file: Path, out: Path, service: Any, root: Path
 ) -> dict[str, Any]:
@@ -316,6 +328,7 @@ def _rm_step(
     if record.is_file():
         return json.loads(record.read_text())
     test_rows = _rows(test_file)
+    _check_rm_batch(len(_rows(train_file)), config.rm_batch_size)
     base = _sampling_client(service, base_model=config.model_name)
     from tinker_cookbook.preference.types import PreferenceModelFromChatRenderer
 
@@ -570,7 +583,7 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
 
     from backend.model import register_tokenizers
     from backend.offline import use_local_backend
-    from envs.judge.comparisons import COMPARISONS_FILE, split_comparisons
+    from envs.judge.comparisons import RM_COMPARISONS_FILE, split_comparisons
     from envs.judge.preference import _sl_step
     from renderers_ext import load_renderer
 
@@ -581,12 +594,14 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
     register_tokenizers()
     local = config.backend == "local"
     train_file, test_file, pair_stats = split_comparisons(
-        config.dataset or COMPARISONS_FILE,
+        config.dataset or RM_COMPARISONS_FILE,
         out / "pairs",
         n_test_prompts=config.n_test_prompts,
         seed=config.seed,
         max_pairs=config.dataset_max_pairs,
     )
+    if config.rm_comparisons == "dataset":  # known now, before the SL step (else: in the RM step)
+        _check_rm_batch(int(pair_stats["train/pairs"]), config.rm_batch_size)
     train_tasks = _tasks_file(_rows(train_file), out / "pairs" / "train_prompts.jsonl")
     test_tasks = _tasks_file(_rows(test_file), out / "pairs" / "test_prompts.jsonl")
     block = use_local_backend(root) if local else contextlib.nullcontext()
