@@ -119,13 +119,13 @@ def forward_throughput(model, repeats: int) -> float:
     return x.numel() / best
 
 
-def products_only_seconds(decoder: SlotDecoder, stats: SamplerStats, requests_per_prefill: int) -> float:
+def products_only_seconds(decoder: SlotDecoder, stats: SamplerStats) -> float:
     """Seconds the passes of a run (``stats``) would take if only their products and norms cost time.
 
     Each pass is replayed through the sampler's own (prepacked) linear products, norms and
     unembedding, with no attention, no KV cache, no draw and no bookkeeping: the decode steps at
-    their mean batch, the prefill passes at their mean tokens (their last ``requests_per_prefill``
-    rows unembedded). No sampler of this model, with these products, can run the run's passes
+    their mean batch, the prefill passes at their mean tokens (as many rows unembedded as a pass
+    served requests, on average). No sampler of this model, with these products, can run the run's passes
     faster, so ``sampled tokens / this / forward throughput`` is the ceiling of the fraction.
     """
 
@@ -153,7 +153,8 @@ def products_only_seconds(decoder: SlotDecoder, stats: SamplerStats, requests_pe
     total = stats.decode_steps * on_compute_thread(lambda: seconds(decode_rows, decode_rows, 10))
     if stats.prefill_passes:
         rows = max(1, round(stats.prefilled_tokens / stats.prefill_passes))
-        one = on_compute_thread(lambda: seconds(rows, min(rows, requests_per_prefill), 3))
+        requests = -(-stats.requests // stats.prefill_passes)  # rounded up
+        one = on_compute_thread(lambda: seconds(rows, min(rows, requests), 3))
         total += stats.prefill_passes * one
     return total
 
@@ -331,7 +332,7 @@ def main() -> int:
 
     ceiling = {
         d: work.sampled_tokens
-        / products_only_seconds(samplers[d].engine.decoder, run_stats[f"ours ({d})"], work.conversations)
+        / products_only_seconds(samplers[d].engine.decoder, run_stats[f"ours ({d})"])
         / fwd[d]
         for d in dtypes
     }
