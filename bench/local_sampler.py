@@ -16,7 +16,7 @@
    Both sides are warmed up on a short run of the same workload first; runs are interleaved.
 3. Prefix reuse: one 10-turn conversation with the prefix cache on vs off; prefilled tokens.
 4. Logprob agreement: sampled logprobs vs a clean forward pass on the same tokens (max abs gap).
-5. The fraction's ceiling on this machine: ours's passes (its decode steps and prefill passes, at
+5. The fraction's ceiling on this machine: our sampler's passes (its decode steps and prefill passes, at
    their mean sizes) replayed through the sampler's own linear products and norms alone, with no
    attention, cache, draw or bookkeeping. A decode step's 32 rows run these products at a lower
    rate per token than the forward's 1,024, so this bounds what any sampler built on them can
@@ -125,15 +125,17 @@ def products_only_seconds(decoder: SlotDecoder, stats: SamplerStats) -> float:
     Each pass is replayed through the sampler's own (prepacked) linear products, norms and
     unembedding, with no attention, no KV cache, no draw and no bookkeeping: the decode steps at
     their mean batch, the prefill passes at their mean tokens (as many rows unembedded as a pass
-    served requests, on average). No sampler of this model, with these products, can run the run's passes
-    faster, so ``sampled tokens / this / forward throughput`` is the ceiling of the fraction.
+    served requests, on average). No sampler of this model, with these products, can run the
+    run's passes faster, so ``sampled tokens / this / forward throughput`` is the ceiling of the
+    fraction.
     """
 
     def products(rows: int, head_rows: int) -> torch.Tensor:
         hidden = torch.randn(max(rows, decoder.min_rows), decoder.embed.shape[1], dtype=decoder.dtype)
         width = decoder.n_heads * decoder.head_dim
         for layer in decoder.layers:
-            attention = layer.qkv(layer.input_norm(hidden))[:, :width].contiguous()  # stands in for it
+            # The queries' columns stand in for the attention's output.
+            attention = layer.qkv(layer.input_norm(hidden))[:, :width].contiguous()
             hidden = layer.o.add(attention, hidden)
             x = layer.post_norm(hidden)
             hidden = layer.down.add(layer.up.mul(x, layer.gate.silu(x)), hidden)

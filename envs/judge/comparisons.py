@@ -9,7 +9,9 @@ reads (DPO's ``DPODatasetBuilderFromComparisons``, the reward model's
 
 - a JSONL path in that format (default: the shipped :data:`COMPARISONS_FILE`: for each of the 48
   preference prompts, its reference answer as a short sentence against an evasive reply, and
-  against another prompt's answer when the prompt has a reference: 92 comparisons, offline);
+  against another prompt's answer when the prompt has a reference: 92 comparisons, offline;
+  also shipped, :data:`RM_COMPARISONS_FILE`, those with their :func:`sentence_comparisons`, 268,
+  which ``envs.judge.rlhf`` reads when its ``dataset`` is unset);
 - a name of the tinker docs (``hhh``, ``helpsteer3``, ``ultrafeedback``): the cookbook's builder
   of that dataset (``tinker_cookbook.recipes.preference.datasets``), which downloads it from the
   Hugging Face hub; with no network that is one clear error line.
@@ -117,9 +119,9 @@ def sentence_comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     answer in a sentence against the wrong one in the same sentence; the right sentence against
     the bare wrong word (correct beats short); the bare right word against it with a long tail
     (both right: the shorter wins); the right sentence against it cut off (both right: the
-    finished one wins). The order of the rules judge's checks (correct, complete, concise), so
-    every label is the one ``rules`` gives. The sentence form and which side is ``A`` vary by
-    prompt."""
+    finished one wins). Each label follows the rules judge's checks in their order (correct, then
+    complete, then concise), so it is the verdict ``rules`` gives. The sentence form and which
+    side is ``A`` vary by prompt."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(_prompt_key(row), []).append(row)
