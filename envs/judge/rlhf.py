@@ -328,7 +328,8 @@ def _rm_step(
     if record.is_file():
         return json.loads(record.read_text())
     test_rows = _rows(test_file)
-    _check_rm_batch(len(_rows(train_file)), config.rm_batch_size)
+    n_train = len(_rows(train_file))
+    _check_rm_batch(n_train, config.rm_batch_size)
     base = _sampling_client(service, base_model=config.model_name)
     from tinker_cookbook.preference.types import PreferenceModelFromChatRenderer
 
@@ -382,7 +383,7 @@ def _rm_step(
         "heldout_accuracy_greedy_before": before_greedy,
         "heldout_accuracy_greedy": after_greedy,
         "heldout_pairs": len(test_rows),
-        "train_pairs": len(_rows(train_file)),
+        "train_pairs": n_train,
         "seconds": time.monotonic() - t0,
     }
     record.write_text(json.dumps(result, indent=2))
