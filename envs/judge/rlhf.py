@@ -129,10 +129,11 @@ class RlhfConfig:
     random (the cookbook's default)."""
 
     # --- 3. RL ------------------------------------------------------------------------------
-    rl_steps: int = 8
+    rl_steps: int = 16
     """RL steps (the train prompts are repeated as often as that takes)."""
-    rl_batch_size: int = 4
-    """Prompts per RL step."""
+    rl_batch_size: int = 8
+    """Prompts per RL step (16 steps of 8: against the sentence-form reward model, 8 steps of 4
+    moved the policy too little to win much; ``envs/judge/NOTES.md``)."""
     rl_group_size: int = 4
     """Answers per prompt (the tournament of the pairwise env, in both orders)."""
     rl_learning_rate: float = 1e-4
