@@ -128,11 +128,12 @@ def sentence_comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     for i, group in enumerate(groups.values()):
         out += group
-        winners = [_side(r, r["label"]) for r in group if r["label"] in ("A", "B")]
-        losers = [_side(r, "B" if r["label"] == "A" else "A") for r in group if r["label"] in ("A", "B")]
-        if len(winners) < 2:
+        decided = [r for r in group if r["label"] in ("A", "B")]
+        if len(decided) < 2:
             continue
-        right, wrong = winners[0].rstrip("."), losers[1].rstrip(".")
+        first, second = decided[:2]
+        right = _side(first, first["label"]).rstrip(".")
+        wrong = _side(second, "B" if second["label"] == "A" else "A").rstrip(".")
         sentence = _SENTENCES[i % len(_SENTENCES)]
         pairs = [
             (sentence.format(right), sentence.format(wrong)),
