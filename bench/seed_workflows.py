@@ -89,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary = json.loads((rlhf / "summary.json").read_text())
     judged = summary["judgement"]
+    se = judged.get("heldout_win_rate_se")
     print(
         f"[bench] rlhf: RM held-out accuracy {summary['rm']['heldout_accuracy_before']:.3f} -> "
         f"{summary['rm_heldout_accuracy']:.3f} (greedy verdict "
         f"{summary['rm'].get('heldout_accuracy_greedy', float('nan')):.3f}); RL vs SL win rate {judged['rm_win_rate']:.3f} (RM), "
-        f"{judged['heldout_win_rate']:.3f} (rules); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f} "
+        f"{judged['heldout_win_rate']:.3f} +- {float('nan') if se is None else se:.3f} (rules, "
+        f"{judged['pairs']} pairs, standard error over the prompts); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f} "
         f"({seconds['rlhf']:.0f}s)",
         flush=True,
     )

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from envs.judge.reward_model import PreferenceModelJudge, comparison_from_prompt
-from envs.judge.rlhf import main
+from envs.judge.rlhf import _standard_error, main
 
 TINY = "turngym/tiny-random-llama"
 
@@ -115,6 +115,12 @@ def test_three_steps_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert summary["judgement"]["pairs"] == 2  # 2 held-out prompts x 1 answer
     assert sum(summary["judgement"]["rules_decided_by"].values()) == 2  # each pair decided once
     assert summary["judgement"]["rm_agrees_with_rules_pairs"] <= 2
+    # the gain's standard error: over the held-out prompts' mean wins (two here, one answer each)
+    by_prompt = list(summary["judgement"]["heldout_win_rate_by_prompt"].values())
+    assert len(by_prompt) == 2 and sum(by_prompt) / 2 == pytest.approx(
+        summary["judgement"]["heldout_win_rate"]
+    )
+    assert summary["rlhf_heldout_win_gain_se"] == pytest.approx(abs(by_prompt[0] - by_prompt[1]) / 2)
     assert 0.0 <= summary["judgement"]["rm_agrees_with_rules"] <= 1.0
     rl_rows = [
         json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines() if x.strip()
@@ -290,3 +296,8 @@ def test_negative_rl_kl_penalty_coef_is_one_line(capsys: pytest.CaptureFixture[s
     assert main(["rl_kl_penalty_coef=-0.1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "rl_kl_penalty_coef must be >= 0" in err
+
+
+def test_standard_error_of_the_gain() -> None:
+    assert _standard_error([0.5]) is None  # one prompt: no spread to measure
+    assert _standard_error([0.25, 0.75, 0.5, 0.5]) == pytest.approx(math.sqrt(0.125 / 3 / 4))

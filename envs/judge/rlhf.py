@@ -39,7 +39,9 @@ seed before two judges: the reward model it was trained against (the cookbook's
 ``ComparisonEvaluator`` win, both orders), and a held-out judge it never saw,
 ``rules`` (:mod:`envs.judge.rules`: the answer that gives the prompt's reference answer, then a
 finished one, then the shorter one). A win counts 1, a tie 1/2 (the reward model's win is
-graded); the gain is the win rate minus 1/2 (the SL policy against itself). A reward model that was hacked shows as an RM gain without a
+graded); the gain is the win rate minus 1/2 (the SL policy against itself), with its standard
+error over the held-out prompts (each prompt's mean win, so answers to one prompt count as the
+correlated draws they are). A reward model that was hacked shows as an RM gain without a
 held-out one.
 
 It ends with ``rm_heldout_accuracy=<a> rlhf_rm_win_gain=<b> rlhf_heldout_win_gain=<c>`` and writes
@@ -157,9 +159,10 @@ class RlhfConfig:
     """Sampling temperature of the policy."""
 
     # --- judgement --------------------------------------------------------------------------
-    eval_samples: int = 8
-    """Answers per held-out prompt and policy (12 prompts x 8: 96 RL-vs-SL pairs; with fewer, a win
-    rate's sampling noise is as large as the +0.1 gain sought)."""
+    eval_samples: int = 32
+    """Answers per held-out prompt and policy (12 prompts x 32: 384 RL-vs-SL pairs). With 8 (96
+    pairs), the answers' sampling noise alone moved the gain as much as the +0.1 sought
+    (``envs/judge/NOTES.md``); the summary gives the gain's standard error over the prompts."""
 
     @chz.validate
     def _check(self) -> None:
@@ -498,6 +501,14 @@ async def _answers(
     return [list(flat[i * n : (i + 1) * n]) for i in range(len(tasks))]
 
 
+def _standard_error(xs: Sequence[float]) -> float | None:
+    """Standard error of the mean of ``xs`` (None for fewer than two)."""
+    if len(xs) < 2:
+        return None
+    mean = sum(xs) / len(xs)
+    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
+
+
 async def _judgement(
     config: RlhfConfig, service: Any, sl_path: str, rl_path: str, rm_path: str, tasks_file: Path
 ) -> dict[str, Any]:
@@ -516,6 +527,7 @@ async def _judgement(
     rm = load_preference_model(rm_path, renderer_name=config.renderer_name, service=service)
     rules = RuleJudge()
     held_out, comparisons, correct_sl, correct_rl = [], [], [], []
+    per_prompt: list[float] = []  # each prompt's mean held-out win (the standard error's units)
     decided_by: dict[str, int] = {}
     for task, sl, rl in zip(tasks, sl_answers, rl_answers, strict=True):
         for a, b in zip(rl, sl, strict=True):
@@ -538,6 +550,7 @@ async def _judgement(
             if task.reference:
                 correct_rl.append(CHECKS["correct"](a, task.reference))
                 correct_sl.append(CHECKS["correct"](b, task.reference))
+        per_prompt.append(sum(held_out[-len(rl) :]) / len(rl))
     # the RL answer is A, then B (the swap); the cookbook's ComparisonEvaluator's win
     # (scores in [-1, 1], -1: A is better): a win in both orders is 1, a tie 1/2
     if isinstance(rm, SymmetricPreferenceModel):  # its swap negates the score: one call a pair
@@ -559,6 +572,10 @@ async def _judgement(
     return {
         "pairs": len(held_out),
         "heldout_win_rate": mean(held_out),
+        "heldout_win_rate_se": _standard_error(per_prompt),
+        "heldout_win_rate_by_prompt": {
+            t.messages[-1]["content"]: x for t, x in zip(tasks, per_prompt, strict=True)
+        },
         "rm_win_rate": mean(by_rm),
         "rm_agrees_with_rules": mean([float((m > 0.5) == (r > 0.5)) for m, r in decided]),
         "rm_agrees_with_rules_pairs": len(decided),
@@ -658,6 +675,7 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
         "rm_heldout_accuracy": rm["heldout_accuracy"],
         "rlhf_rm_win_gain": judged["rm_win_rate"] - 0.5,
         "rlhf_heldout_win_gain": judged["heldout_win_rate"] - 0.5,
+        "rlhf_heldout_win_gain_se": judged["heldout_win_rate_se"],
         "seconds": time.monotonic() - t0,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -667,9 +685,11 @@ def run_pipeline(config: RlhfConfig) -> dict[str, Any]:
 def _report(summary: dict[str, Any]) -> list[str]:
     """The lines ``python -m envs.judge.rlhf`` prints after its run."""
     judged = summary["judgement"]
+    se = judged.get("heldout_win_rate_se")
     return [
         f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
-        f"{judged['heldout_win_rate']:.3f} (rules judge); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
+        f"{judged['heldout_win_rate']:.3f}{'' if se is None else f' +- {se:.3f}'} (rules judge"
+        f"{'' if se is None else ', standard error over the prompts'}); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
         f"the reward model agrees with the rules judge on {judged['rm_agrees_with_rules']:.3f} of "
         f"{judged['rm_agrees_with_rules_pairs']} pairs both decide",
         f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
