@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -503,10 +504,7 @@ async def _answers(
 
 def _standard_error(xs: Sequence[float]) -> float | None:
     """Standard error of the mean of ``xs`` (None for fewer than two)."""
-    if len(xs) < 2:
-        return None
-    mean = sum(xs) / len(xs)
-    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else None
 
 
 async def _judgement(
@@ -686,10 +684,10 @@ def _report(summary: dict[str, Any]) -> list[str]:
     """The lines ``python -m envs.judge.rlhf`` prints after its run."""
     judged = summary["judgement"]
     se = judged.get("heldout_win_rate_se")
+    spread = "" if se is None else f" +- {se:.3f}, standard error over the prompts"
     return [
         f"held-out: {judged['pairs']} RL-vs-SL pairs; win rate {judged['rm_win_rate']:.3f} (reward model), "
-        f"{judged['heldout_win_rate']:.3f}{'' if se is None else f' +- {se:.3f}'} (rules judge"
-        f"{'' if se is None else ', standard error over the prompts'}); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
+        f"{judged['heldout_win_rate']:.3f} (rules judge{spread}); correct {judged['sl_correct']:.3f} -> {judged['rl_correct']:.3f}; "
         f"the reward model agrees with the rules judge on {judged['rm_agrees_with_rules']:.3f} of "
         f"{judged['rm_agrees_with_rules_pairs']} pairs both decide",
         f"rm_heldout_accuracy={summary['rm_heldout_accuracy']:.3f} rlhf_rm_win_gain={summary['rlhf_rm_win_gain']:.3f} "
